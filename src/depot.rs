@@ -1,0 +1,228 @@
+//! The depot: lock-free stacks of full and of empty magazines, with the policy that bounds
+//! and trims them.
+
+use crate::magazine::Magazine;
+use crate::policy::{Config, DepotPolicy, Trim};
+use crate::stack::Stack;
+use crate::sync::{AtomicBool, AtomicUsize, Ordering};
+
+/// The global depot between the per-CPU slots (and per-thread handles) and the source.
+///
+/// Upholds DESIGN.md invariant 4 (bounded memory: the `Fixed` cap on full magazines, the
+/// cap on empty ones, and the trimming rules) and invariant 5 (its lengths are the stacks'
+/// own counters, exact when quiescent). Magazines move through it whole; nothing here
+/// looks at items.
+pub(crate) struct Depot<T> {
+    full: Stack<T>,
+    empty: Stack<T>,
+    policy: DepotPolicy,
+    max_empty: usize,
+    /// Low-water mark of `full.len()` since the current trim interval began: every pop
+    /// lowers it to the length it left behind; `trim` reads it and restarts it at the
+    /// current length. See [`restart_interval`] for why no pop is missed.
+    full_low: AtomicUsize,
+    /// The same for `empty.len()`: empty magazines nobody took during an interval are
+    /// freed by the next trim.
+    empty_low: AtomicUsize,
+    /// Items in the full magazines (statistics only: Relaxed; exact when quiescent).
+    items: AtomicUsize,
+    /// Highest `full.len()` ever reached.
+    peak: AtomicUsize,
+    /// Full magazines taken from / given to the depot (statistics only: Relaxed).
+    pops: AtomicUsize,
+    pushes: AtomicUsize,
+    /// Full magazines released by trim (statistics only: Relaxed).
+    trimmed: AtomicUsize,
+    /// True while a trim runs. A second concurrent trim returns at once instead of reading
+    /// a low-water mark that the first one has just restarted.
+    ///
+    /// | value | meaning       | transition                                   |
+    /// |-------|---------------|----------------------------------------------|
+    /// | false | no trim       | `swap(true, Acquire)` by the trimming thread |
+    /// | true  | trim running  | `store(false, Release)` by the same thread   |
+    trimming: AtomicBool,
+}
+
+impl<T> Depot<T> {
+    pub(crate) fn new(config: &Config) -> Self {
+        Self {
+            full: Stack::new(),
+            empty: Stack::new(),
+            policy: config.depot,
+            max_empty: config.empty_cap(),
+            full_low: AtomicUsize::new(0),
+            empty_low: AtomicUsize::new(0),
+            items: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            pops: AtomicUsize::new(0),
+            pushes: AtomicUsize::new(0),
+            trimmed: AtomicUsize::new(0),
+            trimming: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes a full (non-empty) magazine.
+    pub(crate) fn pop_full(&self) -> Option<Magazine<T>> {
+        let (magazine, len) = self.full.pop()?;
+        self.full_low.fetch_min(len, Ordering::SeqCst);
+        self.items.fetch_sub(magazine.len(), Ordering::Relaxed);
+        self.pops.fetch_add(1, Ordering::Relaxed);
+        Some(magazine)
+    }
+
+    /// Gives a non-empty magazine to the depot, or hands it back when a `Fixed` depot is at
+    /// its cap (the caller then returns its items to the source).
+    pub(crate) fn push_full(&self, magazine: Magazine<T>) -> Result<(), Magazine<T>> {
+        debug_assert!(!magazine.is_empty());
+        // Counted before the magazine is linked, so that the pop of it cannot subtract first.
+        let items = magazine.len();
+        self.items.fetch_add(items, Ordering::Relaxed);
+        let len = match self.full.push_bounded(magazine, self.policy.max_full()) {
+            Ok(len) => len,
+            Err(magazine) => {
+                self.items.fetch_sub(items, Ordering::Relaxed);
+                return Err(magazine);
+            }
+        };
+        self.peak.fetch_max(len, Ordering::Relaxed);
+        self.pushes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Takes a non-empty magazine in whatever the cap says, because the alternative is
+    /// losing its items: used only when a source panicked while the magazine was out.
+    pub(crate) fn push_full_unbounded(&self, magazine: Magazine<T>) {
+        self.items.fetch_add(magazine.len(), Ordering::Relaxed);
+        let len = self.full.push(magazine);
+        self.peak.fetch_max(len, Ordering::Relaxed);
+        self.pushes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes an empty magazine for reuse.
+    pub(crate) fn pop_empty(&self) -> Option<Magazine<T>> {
+        let (magazine, len) = self.empty.pop()?;
+        self.empty_low.fetch_min(len, Ordering::SeqCst);
+        Some(magazine)
+    }
+
+    /// Keeps an empty magazine for reuse, or frees it when the empty stack is at its cap.
+    pub(crate) fn push_empty(&self, magazine: Magazine<T>) {
+        debug_assert!(magazine.is_empty());
+        // A refused magazine is dropped here: it holds no items, only memory.
+        let _ = self.empty.push_bounded(magazine, self.max_empty);
+    }
+
+    /// One trim step. Full magazines the policy releases are passed to `release` (which
+    /// returns their items to the source); empty magazines unused for the whole interval
+    /// are freed. Returns the number of full magazines released.
+    pub(crate) fn trim(&self, mut release: impl FnMut(Magazine<T>)) -> usize {
+        if self.trimming.swap(true, Ordering::Acquire) {
+            return 0;
+        }
+        let _running = TrimRunning(&self.trimming);
+
+        let released = match self.policy {
+            DepotPolicy::Fixed { .. } => 0,
+            DepotPolicy::Dynamic {
+                target,
+                trim: Trim::OnePerTick,
+            } => self.release_full(1, target, &mut release),
+            DepotPolicy::Dynamic {
+                target,
+                trim: Trim::WorkingSet,
+            } => {
+                let unused = restart_interval(&self.full_low, &self.full);
+                self.release_full(unused, target, &mut release)
+            }
+        };
+        let unused_empty = restart_interval(&self.empty_low, &self.empty);
+        for _ in 0..unused_empty {
+            match self.pop_empty() {
+                Some(magazine) => drop(magazine),
+                None => break,
+            }
+        }
+        self.trimmed.fetch_add(released, Ordering::Relaxed);
+        released
+    }
+
+    /// Releases up to `count` full magazines, re-checking before each one that the depot
+    /// still holds more than `target` (concurrent allocations may have drained it).
+    fn release_full(
+        &self,
+        count: usize,
+        target: usize,
+        release: &mut impl FnMut(Magazine<T>),
+    ) -> usize {
+        let mut released = 0;
+        while released < count && self.full.len() > target {
+            let Some(magazine) = self.pop_full() else {
+                break;
+            };
+            release(magazine);
+            released += 1;
+        }
+        released
+    }
+
+    /// Returns every full magazine, one at a time, to `release`, and frees every empty one.
+    pub(crate) fn drain(&self, mut release: impl FnMut(Magazine<T>)) {
+        while let Some(magazine) = self.pop_full() {
+            release(magazine);
+        }
+        while let Some(magazine) = self.pop_empty() {
+            drop(magazine);
+        }
+    }
+
+    pub(crate) fn full_len(&self) -> usize {
+        self.full.len()
+    }
+
+    pub(crate) fn empty_len(&self) -> usize {
+        self.empty.len()
+    }
+
+    pub(crate) fn full_items(&self) -> usize {
+        self.items.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn pops(&self) -> usize {
+        self.pops.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn pushes(&self) -> usize {
+        self.pushes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn trimmed(&self) -> usize {
+        self.trimmed.load(Ordering::Relaxed)
+    }
+}
+
+/// Ends the interval whose low-water mark `low` holds and starts a new one at the stack's
+/// current length. Returns the ended interval's low-water mark: the number of magazines
+/// that stayed in the stack the whole interval.
+///
+/// A pop decrements the length and then lowers `low` (both SeqCst). The swap below could
+/// overwrite a lowering done between our length read and the swap; the second read and
+/// `fetch_min` catch it: that pop's decrement precedes the second read, so the second read
+/// is at most its result. A pop after the second read lowers `low` after our swap.
+fn restart_interval<T>(low: &AtomicUsize, stack: &Stack<T>) -> usize {
+    let ended = low.swap(stack.len(), Ordering::SeqCst);
+    low.fetch_min(stack.len(), Ordering::SeqCst);
+    ended.min(stack.len())
+}
+
+/// Clears the `trimming` flag when a trim ends, also by unwinding from a panicking source.
+struct TrimRunning<'a>(&'a AtomicBool);
+
+impl Drop for TrimRunning<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}

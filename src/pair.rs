@@ -1,0 +1,110 @@
+//! The loaded and previous magazines of a CPU slot or a thread handle, and Bonwick's rules
+//! for moving between them and the depot.
+
+use core::mem;
+
+use crate::depot::Depot;
+use crate::magazine::Magazine;
+
+/// A loaded and a previous magazine.
+///
+/// Allocation pops from `loaded`; freeing pushes to it. When `loaded` cannot serve, the
+/// two are swapped if `previous` can; only when neither can does a whole magazine move to
+/// or from the depot. Bonwick's invariant "previous is full or empty" holds after every
+/// exchange; the swap tests below are written as "previous can serve" so that they stay
+/// correct for the partly filled magazines that a handle drop or a panicking source leave.
+pub(crate) struct MagazinePair<T> {
+    pub(crate) loaded: Magazine<T>,
+    pub(crate) previous: Magazine<T>,
+}
+
+impl<T> MagazinePair<T> {
+    pub(crate) fn new(magazine_size: usize) -> Self {
+        Self {
+            loaded: Magazine::new(magazine_size),
+            previous: Magazine::new(magazine_size),
+        }
+    }
+
+    /// Allocation served by the two magazines alone.
+    #[inline]
+    pub(crate) fn alloc(&mut self) -> Option<T> {
+        if let Some(item) = self.loaded.pop() {
+            return Some(item);
+        }
+        if self.previous.is_empty() {
+            return None;
+        }
+        mem::swap(&mut self.loaded, &mut self.previous);
+        self.loaded.pop()
+    }
+
+    /// Free served by the two magazines alone; hands the item back when both are full.
+    #[inline]
+    pub(crate) fn free(&mut self, item: T) -> Result<(), T> {
+        let item = match self.loaded.push(item) {
+            Ok(()) => return Ok(()),
+            Err(item) => item,
+        };
+        if self.previous.is_full() {
+            return Err(item);
+        }
+        mem::swap(&mut self.loaded, &mut self.previous);
+        self.loaded.push(item)
+    }
+
+    /// Both magazines are empty: take a full one from the depot and give it an empty one
+    /// back. Returns `None` (changing nothing) when the depot has no full magazine.
+    pub(crate) fn refill(&mut self, depot: &Depot<T>) -> Option<T> {
+        self.refill_with(depot, Magazine::pop)
+    }
+
+    /// [`refill`](Self::refill), then `take` from the new loaded magazine.
+    pub(crate) fn refill_with(
+        &mut self,
+        depot: &Depot<T>,
+        take: impl FnOnce(&mut Magazine<T>) -> Option<T>,
+    ) -> Option<T> {
+        debug_assert!(self.loaded.is_empty() && self.previous.is_empty());
+        let full = depot.pop_full()?;
+        let empty = mem::replace(&mut self.previous, mem::replace(&mut self.loaded, full));
+        depot.push_empty(empty);
+        take(&mut self.loaded)
+    }
+
+    /// The newest item of either magazine that `accept` takes.
+    pub(crate) fn alloc_where(&mut self, mut accept: impl FnMut(&T) -> bool) -> Option<T> {
+        self.loaded
+            .pop_where(&mut accept)
+            .or_else(|| self.previous.pop_where(accept))
+    }
+
+    /// Whether neither magazine holds an item.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.loaded.is_empty() && self.previous.is_empty()
+    }
+
+    /// Both magazines are full: store `item` in a fresh empty magazine and give the full
+    /// `previous` to the depot. Returns the full magazine when a `Fixed` depot refuses it;
+    /// the caller must return its items to the source. `item` is stored before the depot is
+    /// asked, so no item is ever in flight while the source runs.
+    pub(crate) fn spill(
+        &mut self,
+        item: T,
+        depot: &Depot<T>,
+        magazine_size: usize,
+    ) -> Option<Magazine<T>> {
+        let empty = depot
+            .pop_empty()
+            .unwrap_or_else(|| Magazine::new(magazine_size));
+        let full = mem::replace(&mut self.previous, mem::replace(&mut self.loaded, empty));
+        let stored = self.loaded.push(item);
+        debug_assert!(stored.is_ok(), "a fresh magazine has room");
+        depot.push_full(full).err()
+    }
+
+    /// Items held by both magazines.
+    pub(crate) fn len(&self) -> usize {
+        self.loaded.len() + self.previous.len()
+    }
+}

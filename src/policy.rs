@@ -1,0 +1,113 @@
+//! Configuration: how big magazines are, how many CPU slots, and how the depot grows and
+//! shrinks.
+
+/// How [`Cache::trim`](crate::Cache::trim) shrinks a [`DepotPolicy::Dynamic`] depot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Trim {
+    /// Linux >= 6.7: each trim releases one full magazine while the depot holds more than
+    /// `target` (Linux runs it every 100 ms while `depot_size > num_online_cpus()`).
+    OnePerTick,
+    /// Bonwick & Adams: each trim releases the magazines that nobody needed during the
+    /// whole interval since the previous trim, i.e. the interval's low-water mark of the
+    /// full stack (never going below `target`), all at once.
+    WorkingSet,
+}
+
+/// How many full magazines the depot may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DepotPolicy {
+    /// Linux <= 6.6: at most `max_full` full magazines; a full magazine that does not fit
+    /// is returned to the source in one `free_batch` call. `trim` never releases full
+    /// magazines.
+    Fixed {
+        /// The cap on full magazines (Linux: `MAX_GLOBAL_MAGS = 32`).
+        max_full: usize,
+    },
+    /// The depot grows without bound; [`Cache::trim`](crate::Cache::trim) shrinks it
+    /// toward `target` full magazines with the given rule.
+    Dynamic {
+        /// The number of full magazines trimming leaves in place.
+        target: usize,
+        /// The trimming rule.
+        trim: Trim,
+    },
+}
+
+impl DepotPolicy {
+    /// The largest number of full magazines the depot accepts.
+    pub(crate) fn max_full(&self) -> usize {
+        match *self {
+            DepotPolicy::Fixed { max_full } => max_full,
+            DepotPolicy::Dynamic { .. } => usize::MAX,
+        }
+    }
+
+    /// The baseline size of the depot: the cap, or the trim target.
+    pub(crate) fn target(&self) -> usize {
+        match *self {
+            DepotPolicy::Fixed { max_full } => max_full,
+            DepotPolicy::Dynamic { target, .. } => target,
+        }
+    }
+}
+
+/// Cache configuration. Start from [`Config::default`] and set the fields you need:
+///
+/// ```
+/// use magazine::{Config, DepotPolicy, Trim};
+///
+/// let config = Config {
+///     magazine_size: 64,
+///     depot: DepotPolicy::Dynamic { target: 8, trim: Trim::WorkingSet },
+///     ..Config::default()
+/// };
+/// assert_eq!(config.magazine_size, 64);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// Items per magazine (Linux: `IOVA_MAG_SIZE = 127`). At least 1.
+    pub magazine_size: usize,
+    /// Number of per-CPU slots. CPU ids at or above it share slots (id modulo `cpus`).
+    /// At least 1.
+    pub cpus: usize,
+    /// How the depot grows and shrinks.
+    pub depot: DepotPolicy,
+    /// The most empty magazines the depot keeps for reuse; surplus ones are freed. `None`
+    /// means the larger of the depot's target (or cap) and `cpus`.
+    pub max_empty: Option<usize>,
+}
+
+impl Config {
+    /// The cap on the empty stack (see [`Config::max_empty`]).
+    pub(crate) fn empty_cap(&self) -> usize {
+        self.max_empty
+            .unwrap_or_else(|| self.depot.target().max(self.cpus))
+    }
+}
+
+impl Default for Config {
+    /// Magazines of 127 items, one slot per available CPU, and a dynamic depot with target
+    /// `cpus` trimmed by working set.
+    fn default() -> Self {
+        let cpus = default_cpus();
+        Config {
+            magazine_size: 127,
+            cpus,
+            depot: DepotPolicy::Dynamic {
+                target: cpus,
+                trim: Trim::WorkingSet,
+            },
+            max_empty: None,
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+fn default_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(not(feature = "std"))]
+fn default_cpus() -> usize {
+    1
+}

@@ -1,0 +1,107 @@
+//! A per-CPU slot: a loaded and a previous magazine that one thread at a time owns.
+
+use crate::pair::MagazinePair;
+use crate::stats::OwnedCounter;
+use crate::sync::{AtomicBool, Backoff, Ordering, UnsafeCell};
+
+/// A CPU slot.
+///
+/// Upholds DESIGN.md invariant 3 (progress): a thread takes a slot with one atomic
+/// exchange and gives it back with one Release store; it never waits for a slot on the
+/// `alloc`/`free` paths (a taken slot is a miss), and it never runs the source while it
+/// holds one (only `flush_cpu`/`flush` drain a slot in place). It also carries invariant 1
+/// locally: the magazines are touched only by the owner.
+pub(crate) struct Slot<T> {
+    /// Who may touch `magazines`.
+    ///
+    /// | value | meaning | transition                                                    |
+    /// |-------|---------|---------------------------------------------------------------|
+    /// | false | free    | any thread: `swap(true, Acquire)` returns false -> it owns it |
+    /// | true  | owned   | the owner only: `store(false, Release)` when it is done       |
+    ///
+    /// The Release store publishes the owner's writes to the magazines; the Acquire swap of
+    /// the next owner receives them.
+    owned: AtomicBool,
+    magazines: UnsafeCell<MagazinePair<T>>,
+    /// Hits of the owner; written only while owned (see [`OwnedCounter`]).
+    pub(crate) alloc_hits: OwnedCounter,
+    pub(crate) free_hits: OwnedCounter,
+}
+
+// SAFETY: the magazines are accessed only by the thread that owns the slot (see `owned`),
+// and items are `Send`.
+unsafe impl<T: Send> Sync for Slot<T> {}
+// SAFETY: as above; the slot owns its items.
+unsafe impl<T: Send> Send for Slot<T> {}
+
+impl<T> Slot<T> {
+    pub(crate) fn new(magazine_size: usize) -> Self {
+        Self {
+            owned: AtomicBool::new(false),
+            magazines: UnsafeCell::new(MagazinePair::new(magazine_size)),
+            alloc_hits: OwnedCounter::default(),
+            free_hits: OwnedCounter::default(),
+        }
+    }
+
+    /// Takes the slot if nobody owns it. Never waits.
+    #[inline]
+    pub(crate) fn try_take(&self) -> Option<SlotGuard<'_, T>> {
+        if self.owned.swap(true, Ordering::Acquire) {
+            None
+        } else {
+            Some(SlotGuard { slot: self })
+        }
+    }
+
+    /// Takes the slot, waiting for its owner to finish. Only for `flush_cpu` and `flush`,
+    /// which are not on the `alloc`/`free` paths; an owner holds a slot for a bounded
+    /// number of steps, so this wait ends.
+    pub(crate) fn take(&self) -> SlotGuard<'_, T> {
+        let backoff = Backoff::new();
+        loop {
+            if let Some(guard) = self.try_take() {
+                return guard;
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// The magazines, through exclusive access to the slot.
+    pub(crate) fn get_mut(&mut self) -> &mut MagazinePair<T> {
+        // SAFETY: `&mut self` excludes every other access.
+        self.magazines.with_mut(|pair| unsafe { &mut *pair })
+    }
+}
+
+/// Ownership of a slot; gives it back on drop, also when unwinding.
+pub(crate) struct SlotGuard<'a, T> {
+    slot: &'a Slot<T>,
+}
+
+impl<T> SlotGuard<'_, T> {
+    /// Runs `f` on the slot's magazines.
+    #[inline]
+    pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut MagazinePair<T>) -> R) -> R {
+        // SAFETY: we own the slot (the guard exists only after a successful take, and
+        // `&mut self` keeps this the only access through it), so nobody else touches the
+        // magazines until our Release store in `drop`.
+        self.slot
+            .magazines
+            .with_mut(|pair| f(unsafe { &mut *pair }))
+    }
+
+    pub(crate) fn slot(&self) -> &Slot<T> {
+        self.slot
+    }
+}
+
+impl<T> Drop for SlotGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        #[cfg(not(magazine_mutant = "slot_release_relaxed"))]
+        self.slot.owned.store(false, Ordering::Release);
+        #[cfg(magazine_mutant = "slot_release_relaxed")]
+        self.slot.owned.store(false, Ordering::Relaxed);
+    }
+}

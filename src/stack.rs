@@ -1,0 +1,182 @@
+//! A lock-free Treiber stack of magazines, with crossbeam-epoch reclamation.
+//!
+//! # Why it is ABA-free
+//!
+//! Every push allocates a fresh node, and a popped node is freed only through
+//! `Guard::defer_unchecked`, i.e. after every thread that was pinned when it was unlinked
+//! has unpinned. A pop reads `head` and `head.next` while pinned, so the node it read cannot
+//! be freed, and therefore its address cannot be handed out again for a new node, before
+//! that pop's CAS has either won or failed. If the CAS sees the same pointer in `head`, it
+//! is the same node, and its `next` is the value read (a node's `next` is written once,
+//! before the node is published, and never again). So no stale `(head, next)` pair can win.
+//!
+//! Nodes are not recycled on purpose: the alternative (re-link a popped node only after a
+//! grace period) saves one small allocation per magazine moved, which is noise next to the
+//! `magazine_size` items that move with it.
+
+use alloc::boxed::Box;
+use core::mem::ManuallyDrop;
+use core::ptr;
+
+use crate::magazine::Magazine;
+use crate::sync::{self, AtomicPtr, AtomicUsize, Backoff, Ordering, UnsafeCell};
+
+/// A stack node. Both fields are facade cells so that loom sees a node written while
+/// another thread may still read it (which would be the ABA bug above).
+struct Node<T> {
+    /// Written once by the pusher before publication; read-only afterwards.
+    next: UnsafeCell<*mut Node<T>>,
+    /// Moved out exactly once, by the pop that unlinked the node.
+    magazine: UnsafeCell<ManuallyDrop<Magazine<T>>>,
+}
+
+/// A Treiber stack of magazines with an approximate length.
+///
+/// Upholds DESIGN.md invariant 2 (memory safety, no ABA; see the module docs) and the
+/// counting half of invariant 5: `len` is incremented *before* a push links its node and
+/// decremented *after* a pop unlinked one, so `len >= linked nodes` at every instant (which
+/// is what makes a capacity check on `len` a hard bound) and `len == linked nodes` whenever
+/// no push or pop is in flight.
+pub(crate) struct Stack<T> {
+    /// The top node, null when empty. Published by a Release CAS in `push`; every
+    /// modification is a CAS (a read-modify-write), so an Acquire load synchronises with
+    /// every push that linked a node reachable from the value it reads.
+    head: AtomicPtr<Node<T>>,
+    /// Reserved or linked magazines (see the type docs).
+    len: AtomicUsize,
+}
+
+// SAFETY: the stack owns magazines of `T` and hands each to exactly one thread.
+unsafe impl<T: Send> Send for Stack<T> {}
+// SAFETY: all shared access goes through atomics; a node's magazine is moved out only by
+// the thread whose CAS unlinked it.
+unsafe impl<T: Send> Sync for Stack<T> {}
+
+impl<T> Stack<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            head: AtomicPtr::new(ptr::null_mut()),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// Magazines in the stack (exact when quiescent, see the type docs).
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::SeqCst)
+    }
+
+    /// Pushes without a bound. Returns the length including this magazine.
+    pub(crate) fn push(&self, magazine: Magazine<T>) -> usize {
+        // SeqCst on `len`: it takes part in the working-set rule (see `Depot`), whose
+        // argument needs one total order of length changes and low-water updates. It is
+        // paid once per magazine, not per item.
+        let len = self.len.fetch_add(1, Ordering::SeqCst) + 1;
+        self.link(magazine);
+        len
+    }
+
+    /// Pushes if fewer than `cap` magazines are in or entering the stack; otherwise
+    /// hands the magazine back. The check and the reservation are one atomic step, so
+    /// concurrent pushers can never overshoot `cap`.
+    pub(crate) fn push_bounded(
+        &self,
+        magazine: Magazine<T>,
+        cap: usize,
+    ) -> Result<usize, Magazine<T>> {
+        match self
+            .len
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |len| {
+                (len < cap).then_some(len + 1)
+            }) {
+            Ok(previous) => {
+                self.link(magazine);
+                Ok(previous + 1)
+            }
+            Err(_) => Err(magazine),
+        }
+    }
+
+    fn link(&self, magazine: Magazine<T>) {
+        let node = Box::into_raw(Box::new(Node {
+            next: UnsafeCell::new(ptr::null_mut()),
+            magazine: UnsafeCell::new(ManuallyDrop::new(magazine)),
+        }));
+        let backoff = Backoff::new();
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `node` is ours alone until the CAS below publishes it.
+            unsafe { (*node).next.with_mut(|next| *next = head) };
+            // Release: publishes the node's fields (and the magazine's items) to the
+            // Acquire load of whoever pops it.
+            match self
+                .head
+                .compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(current) => {
+                    head = current;
+                    backoff.spin();
+                }
+            }
+        }
+    }
+
+    /// Pops the top magazine. Returns it with the length after the pop.
+    pub(crate) fn pop(&self) -> Option<(Magazine<T>, usize)> {
+        let guard = sync::pin();
+        let backoff = Backoff::new();
+        // Acquire: makes the node's `next` and magazine, written before its publishing
+        // CAS, visible here.
+        let mut head = self.head.load(Ordering::Acquire);
+        loop {
+            if head.is_null() {
+                return None;
+            }
+            // SAFETY: `head` was read while we are pinned; a node is freed only by a
+            // deferred function that runs after every thread pinned at its unlinking has
+            // unpinned, so it is still allocated. `next` is never written after publication.
+            let next = unsafe { (*head).next.with(|next| *next) };
+            match self
+                .head
+                .compare_exchange_weak(head, next, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(current) => {
+                    head = current;
+                    backoff.spin();
+                }
+            }
+        }
+        // SAFETY: our CAS unlinked `head`, so no other thread will move its magazine out;
+        // other pinned threads may still read `next`, a different cell.
+        let magazine = unsafe {
+            (*head)
+                .magazine
+                .with_mut(|magazine| ManuallyDrop::take(&mut *magazine))
+        };
+        let len = self.len.fetch_sub(1, Ordering::SeqCst) - 1;
+        // SAFETY: the node is unlinked and can no longer be reached from `head`; threads that
+        // read it are pinned, and the epoch runs this only after they all unpin. The node's
+        // magazine was moved out above and is `ManuallyDrop`, so dropping the box frees
+        // memory only.
+        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(head))) };
+        Some((magazine, len))
+    }
+}
+
+impl<T> Drop for Stack<T> {
+    fn drop(&mut self) {
+        // `&mut self`: no other thread can read the nodes any more.
+        let mut node = self.head.load(Ordering::Relaxed);
+        while !node.is_null() {
+            // SAFETY: every linked node came from `Box::into_raw` and is owned by the stack.
+            let boxed = unsafe { Box::from_raw(node) };
+            // SAFETY: `next` is a plain pointer inside a node we own.
+            node = boxed.next.with(|next| unsafe { *next });
+            // SAFETY: a linked node still owns its magazine; drop it with its items.
+            boxed
+                .magazine
+                .with_mut(|magazine| unsafe { ManuallyDrop::drop(&mut *magazine) });
+        }
+    }
+}

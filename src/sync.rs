@@ -1,0 +1,141 @@
+//! The synchronisation facade: the only module that names std, loom or shuttle atomics,
+//! cells, thread-locals and the epoch participant.
+//!
+//! | build                                              | atomics, cells, threads | epoch participant                         |
+//! |----------------------------------------------------|-------------------------|-------------------------------------------|
+//! | default                                            | `core`/`std`            | crossbeam-epoch's default handle          |
+//! | `--cfg loom`                                       | `loom`                  | one `Collector` per model, a handle per loom thread |
+//! | `--cfg loom --cfg crossbeam_loom` (+ epoch `loom`) | `loom`                  | the same, and loom also sees inside the epoch |
+//! | feature `shuttle`                                  | `shuttle`               | one `Collector` per test, a handle per shuttle task |
+//!
+//! Loom and shuttle run every model thread on one OS thread, so crossbeam-epoch's default
+//! handle (a std thread-local) would be shared by all of them: one task's pin would cover
+//! another's reads. Each model thread therefore registers its own participant.
+//!
+//! `UnsafeCell` has loom's closure shape (`with`, `with_mut`) so that the same code runs
+//! under every build and loom can see every access to magazine storage and slot state.
+
+#[cfg(all(loom, feature = "shuttle"))]
+compile_error!("`--cfg loom` and the `shuttle` feature are mutually exclusive");
+
+#[cfg(not(any(loom, feature = "shuttle")))]
+pub(crate) use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+#[cfg(feature = "shuttle")]
+pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+pub(crate) use crossbeam_epoch::Guard;
+
+/// A cell whose accesses go through closures, so loom can track them.
+#[cfg(not(loom))]
+#[derive(Debug)]
+#[repr(transparent)]
+pub(crate) struct UnsafeCell<T>(core::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    #[inline(always)]
+    pub(crate) const fn new(value: T) -> Self {
+        Self(core::cell::UnsafeCell::new(value))
+    }
+
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// Pins the current thread (or model thread) in the epoch.
+#[cfg(not(any(loom, feature = "shuttle")))]
+#[inline]
+pub(crate) fn pin() -> Guard {
+    crossbeam_epoch::pin()
+}
+
+/// Pins the current model thread with its own participant.
+#[cfg(loom)]
+pub(crate) fn pin() -> Guard {
+    use crossbeam_epoch::{Collector, LocalHandle};
+    loom::lazy_static! {
+        static ref COLLECTOR: Collector = Collector::new();
+    }
+    loom::thread_local! {
+        static HANDLE: LocalHandle = COLLECTOR.register();
+    }
+    HANDLE.with(|handle| handle.pin())
+}
+
+/// Pins the current shuttle task with its own participant.
+#[cfg(feature = "shuttle")]
+pub(crate) fn pin() -> Guard {
+    use crossbeam_epoch::{Collector, LocalHandle};
+    shuttle::lazy_static! {
+        static ref COLLECTOR: Collector = Collector::new();
+    }
+    shuttle::thread_local! {
+        static HANDLE: LocalHandle = COLLECTOR.register();
+    }
+    HANDLE.with(|handle| handle.pin())
+}
+
+/// A small number that stays the same for the life of the calling thread: the CPU id
+/// where the OS gives none, and the "CPU" of a model thread.
+pub(crate) fn thread_index() -> usize {
+    #[cfg(loom)]
+    use loom::thread_local;
+    #[cfg(feature = "shuttle")]
+    use shuttle::thread_local;
+    #[cfg(not(any(loom, feature = "shuttle")))]
+    use std::thread_local;
+
+    static NEXT: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    }
+    INDEX.with(|index| *index)
+}
+
+/// Waits politely for another thread; under the model checkers it yields to the scheduler,
+/// which a retry loop there must do.
+pub(crate) struct Backoff {
+    #[cfg(not(any(loom, feature = "shuttle")))]
+    inner: crossbeam_utils::Backoff,
+}
+
+impl Backoff {
+    pub(crate) fn new() -> Self {
+        Self {
+            #[cfg(not(any(loom, feature = "shuttle")))]
+            inner: crossbeam_utils::Backoff::new(),
+        }
+    }
+
+    /// Backs off in a loop that waits for another thread to make progress.
+    pub(crate) fn snooze(&self) {
+        #[cfg(not(any(loom, feature = "shuttle")))]
+        self.inner.snooze();
+        #[cfg(loom)]
+        loom::thread::yield_now();
+        #[cfg(feature = "shuttle")]
+        shuttle::thread::yield_now();
+    }
+
+    /// Backs off in a CAS retry loop (lost a race, retry at once).
+    pub(crate) fn spin(&self) {
+        #[cfg(not(any(loom, feature = "shuttle")))]
+        self.inner.spin();
+        #[cfg(loom)]
+        loom::thread::yield_now();
+        #[cfg(feature = "shuttle")]
+        shuttle::thread::yield_now();
+    }
+}
