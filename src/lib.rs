@@ -100,6 +100,8 @@ extern crate alloc;
 mod cache;
 pub mod cpu;
 mod depot;
+#[cfg(feature = "iova")]
+pub mod iova;
 mod local;
 mod magazine;
 mod pair;

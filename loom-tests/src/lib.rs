@@ -1,0 +1,1 @@
+//! Model-check scenarios for `magazine` (work in progress, see issue 3).
