@@ -7,4 +7,4 @@ bin=$(cargo test --release --test stress --no-run --message-format=json 2>/dev/n
   | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
 [ -x "$bin" ] || { echo "stress test binary not found"; exit 1; }
 MAGAZINE_STRESS_OPS=20000 valgrind --error-exitcode=1 --leak-check=full \
-  --errors-for-leak-kinds=definite --quiet "$bin" --test-threads=1
+  --errors-for-leak-kinds=definite --show-leak-kinds=definite --quiet "$bin" --test-threads=1

@@ -35,7 +35,9 @@ fn main() {
     // One thread per core: a per-CPU slot is held for a few instructions at a time, but a
     // thread preempted while holding one turns its CPU's slot into misses until it runs
     // again. With more threads than cores, give each thread a `cache.local()` handle.
-    let cores = thread::available_parallelism().map_or(2, |n| n.get()).max(2);
+    let cores = thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .max(2);
     let producers = cores - 1;
     let consumers = 1;
 
@@ -60,7 +62,11 @@ fn main() {
             s.spawn(move || {
                 let mut batch = Vec::with_capacity(64);
                 for _ in 0..PER_PRODUCER {
-                    batch.push(cache.alloc().expect("ids are freed as fast as they are used"));
+                    batch.push(
+                        cache
+                            .alloc()
+                            .expect("ids are freed as fast as they are used"),
+                    );
                     if batch.len() == 64 {
                         tx.send(std::mem::take(&mut batch)).unwrap();
                     }
@@ -83,11 +89,28 @@ fn main() {
 
     let stats = cache.stats();
     let ops = (producers * PER_PRODUCER) as f64;
-    println!("{} producers, {} consumer, {} allocations", producers, consumers, ops);
-    println!("served by magazines : {:>10} allocs {:>10} frees", stats.alloc_hits, stats.free_hits);
-    println!("depot magazines     : {:>10} popped {:>10} pushed (peak {} full)", stats.depot_pops, stats.depot_pushes, stats.depot_peak);
-    println!("slow path (source)  : {:>10} allocs {:>10} frees  ({:.2} allocs per 1000)", stats.source_allocs, stats.source_frees, stats.source_allocs as f64 * 1000.0 / ops);
-    println!("trim released       : {:>10} magazines; depot now {} full, {} empty", trimmed, stats.depot_full, stats.depot_empty);
+    println!(
+        "{} producers, {} consumer, {} allocations",
+        producers, consumers, ops
+    );
+    println!(
+        "served by magazines : {:>10} allocs {:>10} frees",
+        stats.alloc_hits, stats.free_hits
+    );
+    println!(
+        "depot magazines     : {:>10} popped {:>10} pushed (peak {} full)",
+        stats.depot_pops, stats.depot_pushes, stats.depot_peak
+    );
+    println!(
+        "slow path (source)  : {:>10} allocs {:>10} frees  ({:.2} allocs per 1000)",
+        stats.source_allocs,
+        stats.source_frees,
+        stats.source_allocs as f64 * 1000.0 / ops
+    );
+    println!(
+        "trim released       : {:>10} magazines; depot now {} full, {} empty",
+        trimmed, stats.depot_full, stats.depot_empty
+    );
     println!("busy slot misses    : {:>10}", stats.busy_misses);
     drop(cache);
 }

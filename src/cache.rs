@@ -22,7 +22,7 @@ use crate::stats::{SharedCounter, Stats};
 /// Upholds DESIGN.md invariant 1 (conservation): every item it is given is in exactly one
 /// slot magazine, handle magazine or depot magazine until it is handed out or returned to
 /// the source, also across trim, flush, drop and a panicking source. It composes the
-/// invariants of [`Slot`] (3, progress), the depot (4, 5) and the stack (2).
+/// invariants of the CPU slots (3, progress), the depot (4, 5) and its stacks (2).
 ///
 /// ```
 /// use magazine::{Cache, Source};

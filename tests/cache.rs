@@ -1,0 +1,351 @@
+//! Behaviour of the cache on one thread (and a few): exchange rules, trimming, the `Fixed`
+//! cap, exhaustion, panicking sources, flushes and handles. Conservation is checked with
+//! the tracking source after every test.
+
+mod common;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use common::Tracking;
+use magazine::{Cache, Config, DepotPolicy, Trim};
+
+fn cache(
+    capacity: u32,
+    magazine_size: usize,
+    cpus: usize,
+    depot: DepotPolicy,
+) -> (Cache<Arc<Tracking>>, Arc<Tracking>) {
+    let source = Arc::new(Tracking::new(capacity));
+    let config = Config {
+        magazine_size,
+        cpus,
+        depot,
+        ..Config::default()
+    };
+    (Cache::with_config(Arc::clone(&source), config), source)
+}
+
+const WORKING_SET: DepotPolicy = DepotPolicy::Dynamic {
+    target: 2,
+    trim: Trim::WorkingSet,
+};
+
+/// Allocates `n` ids on `cpu`.
+fn alloc_n(cache: &Cache<Arc<Tracking>>, cpu: usize, n: usize) -> Vec<u32> {
+    (0..n)
+        .map(|_| cache.alloc_on(cpu).expect("source has ids"))
+        .collect()
+}
+
+#[test]
+fn a_freed_item_is_reused_from_the_magazine() {
+    let (cache, source) = cache(100, 4, 1, WORKING_SET);
+    let id = cache.alloc_on(0).unwrap();
+    cache.free_on(0, id);
+    assert_eq!(cache.alloc_on(0), Some(id));
+    let stats = cache.stats();
+    assert_eq!(
+        (stats.source_allocs, stats.alloc_hits, stats.free_hits),
+        (1, 1, 1)
+    );
+    cache.free_on(0, id);
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn full_magazines_go_to_the_depot_whole() {
+    // Magazines of 4 on one slot: frees 1-8 fill loaded and previous; free 9 sends the
+    // full previous to the depot, and so does every 4th free after it (13, 17, ..., 97).
+    let (cache, source) = cache(1000, 4, 1, WORKING_SET);
+    let ids = alloc_n(&cache, 0, 100);
+    ids.into_iter().for_each(|id| cache.free_on(0, id));
+    let stats = cache.stats();
+    assert_eq!(stats.depot_full, 23);
+    assert_eq!(stats.depot_pushes, 23);
+    assert_eq!(stats.depot_peak, 23);
+    assert_eq!(cache.cached(), 100);
+    assert_eq!(source.at_home(), 900);
+    // Allocating on another CPU takes whole magazines back.
+    let again = alloc_n(&cache, 0, 100);
+    assert_eq!(cache.stats().source_allocs, 100, "no new source allocation");
+    again.into_iter().for_each(|id| cache.free_on(0, id));
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn working_set_reaches_target_in_two_trims_and_releases_the_surplus_in_one() {
+    let (cache, source) = cache(1000, 4, 1, WORKING_SET);
+    let ids = alloc_n(&cache, 0, 100);
+    ids.into_iter().for_each(|id| cache.free_on(0, id));
+    let full = cache.stats().depot_full;
+    assert_eq!(full, 23);
+
+    // The first interval began with an empty depot: nothing stayed unused all along.
+    let first = cache.trim();
+    assert_eq!(first, 0);
+    let home = source.at_home();
+    // No activity during the second interval: everything above target goes at once.
+    let second = cache.trim();
+    assert_eq!(second, full - 2);
+    assert_eq!(cache.stats().depot_full, 2);
+    assert_eq!(cache.stats().trimmed, (full - 2) as u64);
+    assert_eq!(
+        source.at_home() - home,
+        second * 4,
+        "released items reach the source"
+    );
+    assert_eq!(cache.trim(), 0, "nothing to release at target");
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn working_set_keeps_what_the_interval_used() {
+    let (cache, source) = cache(1000, 4, 1, WORKING_SET);
+    let ids = alloc_n(&cache, 0, 100);
+    ids.into_iter().for_each(|id| cache.free_on(0, id));
+    cache.trim(); // start an interval at 23 full magazines
+                  // Take 10 magazines' worth (slot holds 8, then 8 magazines from the depot) ...
+    let taken = alloc_n(&cache, 0, 40);
+    assert_eq!(cache.stats().depot_full, 15);
+    // ... and give them back: the depot is at 23 again, but it went down to 15.
+    taken.into_iter().for_each(|id| cache.free_on(0, id));
+    let full = cache.stats().depot_full;
+    // Only the 15 magazines unused for the whole interval go (min(low water 15,
+    // 23 - target 2)); the 8 that were used stay.
+    assert_eq!(cache.trim(), 15);
+    assert_eq!(cache.stats().depot_full, full - 15);
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn one_per_tick_releases_exactly_one_per_call() {
+    let depot = DepotPolicy::Dynamic {
+        target: 3,
+        trim: Trim::OnePerTick,
+    };
+    let (cache, source) = cache(1000, 4, 1, depot);
+    let ids = alloc_n(&cache, 0, 40);
+    ids.into_iter().for_each(|id| cache.free_on(0, id));
+    let mut full = cache.stats().depot_full;
+    assert_eq!(full, 8);
+    while full > 3 {
+        let home = source.at_home();
+        assert_eq!(cache.trim(), 1);
+        assert_eq!(cache.stats().depot_full, full - 1);
+        assert_eq!(source.at_home(), home + 4);
+        full -= 1;
+    }
+    assert_eq!(cache.trim(), 0);
+    assert_eq!(cache.stats().depot_full, 3);
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn fixed_depot_never_exceeds_its_cap_and_overflows_in_batches() {
+    let (cache, source) = cache(1000, 4, 2, DepotPolicy::Fixed { max_full: 3 });
+    let ids = alloc_n(&cache, 0, 200);
+    ids.into_iter().for_each(|id| cache.free_on(1, id));
+    let stats = cache.stats();
+    assert_eq!(stats.depot_full, 3);
+    assert_eq!(stats.depot_peak, 3);
+    let batches = source.batches.lock().unwrap().clone();
+    assert!(!batches.is_empty());
+    assert!(
+        batches.iter().all(|&b| b == 4),
+        "whole magazines only: {batches:?}"
+    );
+    assert_eq!(stats.source_frees, (batches.len() * 4) as u64);
+    // 200 = 8 in the slot + 3 magazines in the depot + the overflow.
+    assert_eq!(stats.source_frees, 200 - 8 - 12);
+    assert_eq!(cache.trim(), 0, "Fixed never trims full magazines");
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn exhaustion_flushes_every_cpu_and_retries_once() {
+    let (cache, source) = cache(10, 2, 2, WORKING_SET);
+    let ids = alloc_n(&cache, 0, 10);
+    assert_eq!(cache.alloc_on(0), None, "all ten are out");
+    // Freed on CPU 1: its slot keeps 4, the depot gets 3 magazines of 2.
+    ids.into_iter().for_each(|id| cache.free_on(1, id));
+    assert_eq!(source.at_home(), 0);
+    // CPU 0 drains the depot, then finds the source empty, flushes CPU 1 and retries.
+    let mut again = alloc_n(&cache, 0, 10);
+    assert!(cache.stats().exhaustion_flushes >= 1);
+    assert_eq!(cache.alloc_on(0), None);
+    again.sort();
+    assert_eq!(again, (0..10).collect::<Vec<_>>(), "each id exactly once");
+    again.into_iter().for_each(|id| cache.free_on(0, id));
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn a_source_panicking_in_free_batch_loses_nothing() {
+    // With a cap of 0 every spilled magazine overflows to the source.
+    let (cache, source) = cache(100, 4, 1, DepotPolicy::Fixed { max_full: 0 });
+    let ids = alloc_n(&cache, 0, 20);
+    let mut ids = ids.into_iter();
+    for id in ids.by_ref().take(8) {
+        cache.free_on(0, id);
+    }
+    source
+        .panic_free_after
+        .store(2, std::sync::atomic::Ordering::SeqCst);
+    let id = ids.next().unwrap();
+    let result = catch_unwind(AssertUnwindSafe(|| cache.free_on(0, id)));
+    assert!(result.is_err(), "the source panicked");
+    // The magazine the source was draining went to the depot with its 2 other items.
+    assert_eq!(cache.stats().depot_full, 1);
+    assert_eq!(cache.cached(), 9 - 2);
+    // The slot was given back: the cache keeps serving.
+    for id in ids {
+        cache.free_on(0, id);
+    }
+    let back = alloc_n(&cache, 0, 50);
+    back.into_iter().for_each(|id| cache.free_on(0, id));
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn a_source_panicking_in_alloc_leaves_no_slot_taken() {
+    let (cache, source) = cache(100, 4, 1, WORKING_SET);
+    source
+        .panic_allocs
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    assert!(catch_unwind(AssertUnwindSafe(|| cache.alloc_on(0))).is_err());
+    let id = cache.alloc_on(0).unwrap();
+    cache.free_on(0, id);
+    assert_eq!(
+        cache.alloc_on(0),
+        Some(id),
+        "served by the slot, so it was given back"
+    );
+    assert_eq!(cache.stats().busy_misses, 0);
+    cache.free_on(0, id);
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn a_source_panicking_in_flush_keeps_the_rest_in_the_slot() {
+    let (cache, source) = cache(100, 4, 2, WORKING_SET);
+    let ids = alloc_n(&cache, 0, 6);
+    ids.into_iter().for_each(|id| cache.free_on(1, id));
+    source
+        .panic_free_after
+        .store(3, std::sync::atomic::Ordering::SeqCst);
+    assert!(catch_unwind(AssertUnwindSafe(|| cache.flush_cpu(1))).is_err());
+    assert_eq!(
+        cache.cached(),
+        3,
+        "the items the source did not take are still cached"
+    );
+    cache.flush_cpu(1);
+    assert_eq!(cache.cached(), 0);
+    assert_eq!(source.at_home(), 100);
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn flush_cpu_returns_that_slot_only() {
+    let (cache, source) = cache(100, 4, 2, WORKING_SET);
+    let ids = alloc_n(&cache, 0, 10);
+    ids[..5].iter().for_each(|&id| cache.free_on(1, id));
+    ids[5..].iter().for_each(|&id| cache.free_on(0, id));
+    cache.flush_cpu(1);
+    assert_eq!(source.at_home(), 95);
+    assert_eq!(cache.stats().source_frees, 5);
+    assert_eq!(cache.cached(), 5, "CPU 0 keeps its items");
+    cache.flush();
+    assert_eq!(cache.cached(), 0);
+    source.assert_all_home();
+    let stats = cache.stats();
+    assert_eq!((stats.depot_full, stats.depot_empty), (0, 0));
+}
+
+#[test]
+fn local_handles_dropped_on_other_threads_lose_nothing() {
+    let (cache, source) = cache(10_000, 8, 2, WORKING_SET);
+    let handles: Vec<_> = (0..4).map(|_| cache.local()).collect();
+    std::thread::scope(|s| {
+        for (i, mut local) in handles.into_iter().enumerate() {
+            s.spawn(move || {
+                let ids: Vec<_> = (0..100 + i * 37).map(|_| local.alloc().unwrap()).collect();
+                ids.into_iter().for_each(|id| local.free(id));
+                // Moved to yet another thread before it is dropped.
+                std::thread::scope(|inner| {
+                    inner.spawn(move || drop(local));
+                });
+            });
+        }
+    });
+    assert!(
+        cache.stats().depot_full > 0,
+        "partial magazines went to the depot"
+    );
+    assert!(cache.stats().alloc_hits > 0 && cache.stats().free_hits > 0);
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn a_local_handle_over_a_full_fixed_depot_returns_to_the_source() {
+    let (cache, source) = cache(100, 4, 1, DepotPolicy::Fixed { max_full: 0 });
+    let mut local = cache.local();
+    let ids: Vec<_> = (0..6).map(|_| local.alloc().unwrap()).collect();
+    ids.into_iter().for_each(|id| local.free(id));
+    drop(local);
+    assert_eq!(source.at_home(), 100, "no room in the depot: all went home");
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn alloc_cached_where_takes_only_matching_cached_items() {
+    let (cache, source) = cache(100, 8, 1, WORKING_SET);
+    let ids = alloc_n(&cache, 0, 8);
+    ids.iter().for_each(|&id| cache.free_on(0, id));
+    let low = cache.alloc_cached_where_on(0, |&id| id < 3).unwrap();
+    assert!(low < 3);
+    assert_eq!(cache.alloc_cached_where_on(0, |&id| id > 1000), None);
+    assert_eq!(cache.stats().source_allocs, 8, "the source is never asked");
+    cache.free_on(0, low);
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn trim_frees_empty_magazines_unused_for_an_interval() {
+    let (cache, source) = cache(1000, 4, 2, WORKING_SET);
+    // Free on CPU 1, allocate on CPU 0: CPU 0 leaves empty magazines in the depot.
+    let ids = alloc_n(&cache, 0, 60);
+    ids.into_iter().for_each(|id| cache.free_on(1, id));
+    let back = alloc_n(&cache, 0, 60);
+    assert!(cache.stats().depot_empty > 0);
+    cache.trim();
+    cache.trim();
+    assert_eq!(cache.stats().depot_empty, 0);
+    back.into_iter().for_each(|id| cache.free_on(0, id));
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+#[should_panic(expected = "magazine_size")]
+fn a_zero_magazine_size_is_refused() {
+    let config = Config {
+        magazine_size: 0,
+        ..Config::default()
+    };
+    let _ = Cache::with_config(Tracking::new(1), config);
+}

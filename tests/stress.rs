@@ -1,0 +1,165 @@
+//! Conservation under load: threads that only allocate hand their items over channels to
+//! threads that only free them (the seed problem's imbalance), while another thread trims.
+//! The tracking source panics on a duplicated or foreign id; after the cache is dropped it
+//! must hold exactly the ids it started with (DESIGN.md invariant 1).
+//!
+//! `MAGAZINE_STRESS_OPS` sets the allocations per test (default 10^6; CI's valgrind run
+//! uses a small number).
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+
+use common::Tracking;
+use magazine::{Cache, Config, DepotPolicy, Trim};
+
+fn ops() -> usize {
+    std::env::var("MAGAZINE_STRESS_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+#[derive(Clone, Copy)]
+enum Front {
+    PerCpu,
+    Local,
+}
+
+fn imbalanced(config: Config, producers: usize, consumers: usize, front: Front) {
+    let source = Arc::new(Tracking::new(4096));
+    let cache = Cache::with_config(Arc::clone(&source), config);
+    let per_producer = ops() / producers;
+    let (tx, rx) = mpsc::sync_channel::<Vec<u32>>(16);
+    let rx = Mutex::new(rx);
+    let done = AtomicBool::new(false);
+
+    thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                cache.trim();
+                thread::yield_now();
+            }
+        });
+        let consumer_threads: Vec<_> = (0..consumers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut local = matches!(front, Front::Local).then(|| cache.local());
+                    loop {
+                        let batch = rx.lock().unwrap().recv();
+                        let Ok(batch) = batch else { break };
+                        for id in batch {
+                            match &mut local {
+                                Some(local) => local.free(id),
+                                None => cache.free(id),
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        let producer_threads: Vec<_> = (0..producers)
+            .map(|_| {
+                let tx = tx.clone();
+                let cache = &cache;
+                s.spawn(move || {
+                    let mut local = matches!(front, Front::Local).then(|| cache.local());
+                    let mut batch = Vec::with_capacity(32);
+                    for _ in 0..per_producer {
+                        let mut misses = 0u64;
+                        let id = loop {
+                            let id = match &mut local {
+                                Some(local) => local.alloc(),
+                                None => cache.alloc(),
+                            };
+                            if let Some(id) = id {
+                                break id;
+                            }
+                            // Every id is in flight: wait for a consumer to free some.
+                            misses += 1;
+                            assert!(misses < 10_000_000, "the source never got its ids back");
+                            thread::yield_now();
+                        };
+                        batch.push(id);
+                        if batch.len() == 32 {
+                            tx.send(std::mem::take(&mut batch)).unwrap();
+                        }
+                    }
+                    tx.send(batch).unwrap();
+                })
+            })
+            .collect();
+        drop(tx);
+        for t in producer_threads.into_iter().chain(consumer_threads) {
+            t.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+
+    let stats = cache.stats();
+    let total = (per_producer * producers) as u64;
+    assert!(
+        stats.alloc_hits + stats.source_allocs >= total / 2,
+        "allocations must be served: {stats:?}"
+    );
+    drop(cache);
+    source.assert_all_home();
+}
+
+fn small(magazine_size: usize, cpus: usize, depot: DepotPolicy) -> Config {
+    Config {
+        magazine_size,
+        cpus,
+        depot,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn per_cpu_working_set_three_producers_one_consumer() {
+    let depot = DepotPolicy::Dynamic {
+        target: 2,
+        trim: Trim::WorkingSet,
+    };
+    imbalanced(small(8, 2, depot), 3, 1, Front::PerCpu);
+}
+
+#[test]
+fn per_cpu_one_per_tick_two_and_two() {
+    let depot = DepotPolicy::Dynamic {
+        target: 1,
+        trim: Trim::OnePerTick,
+    };
+    imbalanced(small(4, 2, depot), 2, 2, Front::PerCpu);
+}
+
+#[test]
+fn per_cpu_fixed_overflow_four_and_four() {
+    imbalanced(
+        small(3, 3, DepotPolicy::Fixed { max_full: 2 }),
+        4,
+        4,
+        Front::PerCpu,
+    );
+}
+
+#[test]
+fn local_handles_working_set_one_producer_one_consumer() {
+    let depot = DepotPolicy::Dynamic {
+        target: 0,
+        trim: Trim::WorkingSet,
+    };
+    imbalanced(small(16, 1, depot), 1, 1, Front::Local);
+}
+
+#[test]
+fn local_handles_fixed_two_and_two() {
+    imbalanced(
+        small(5, 2, DepotPolicy::Fixed { max_full: 1 }),
+        2,
+        2,
+        Front::Local,
+    );
+}
