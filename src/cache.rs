@@ -8,7 +8,7 @@ use crossbeam_utils::CachePadded;
 use crate::depot::Depot;
 use crate::local::LocalCache;
 use crate::magazine::Magazine;
-use crate::policy::Config;
+use crate::policy::{Config, Options};
 use crate::slot::{Slot, SlotGuard};
 use crate::source::Source;
 use crate::stats::{SharedCounter, Stats};
@@ -51,6 +51,7 @@ pub struct Cache<S: Source> {
     slots: Box<[CachePadded<Slot<S::Item>>]>,
     depot: Depot<S::Item>,
     config: Config,
+    options: Options,
     source: S,
     counters: CacheCounters,
 }
@@ -79,6 +80,15 @@ impl<S: Source> Cache<S> {
     ///
     /// If `config.magazine_size` or `config.cpus` is 0.
     pub fn with_config(source: S, config: Config) -> Self {
+        Self::with_options(source, config, Options::default())
+    }
+
+    /// A cache with the given configuration and [`Options`].
+    ///
+    /// # Panics
+    ///
+    /// If `config.magazine_size` or `config.cpus` is 0.
+    pub fn with_options(source: S, config: Config, options: Options) -> Self {
         assert!(
             config.magazine_size > 0,
             "Config::magazine_size must be at least 1"
@@ -89,8 +99,9 @@ impl<S: Source> Cache<S> {
             .collect();
         Self {
             slots,
-            depot: Depot::new(&config),
+            depot: Depot::new(&config, &options),
             config,
+            options,
             source,
             counters: CacheCounters::default(),
         }
@@ -103,7 +114,7 @@ impl<S: Source> Cache<S> {
     /// then.
     #[inline]
     pub fn alloc(&self) -> Option<S::Item> {
-        self.alloc_on(crate::cpu::current())
+        self.alloc_on(self.current_cpu())
     }
 
     /// Frees an item: into the current CPU's magazines, else by giving a full magazine to
@@ -111,7 +122,7 @@ impl<S: Source> Cache<S> {
     /// items to the source.
     #[inline]
     pub fn free(&self, item: S::Item) {
-        self.free_on(crate::cpu::current(), item)
+        self.free_on(self.current_cpu(), item)
     }
 
     /// [`alloc`](Self::alloc) on the slot of `cpu` (taken modulo [`Config::cpus`]), for
@@ -158,7 +169,7 @@ impl<S: Source> Cache<S> {
     /// does not carry, such as an IOVA allocator's `limit_pfn`: on `None` they call their
     /// allocator themselves.
     pub fn alloc_cached_where(&self, accept: impl FnMut(&S::Item) -> bool) -> Option<S::Item> {
-        self.alloc_cached_where_on(crate::cpu::current(), accept)
+        self.alloc_cached_where_on(self.current_cpu(), accept)
     }
 
     /// [`alloc_cached_where`](Self::alloc_cached_where) on the slot of `cpu`.
@@ -282,15 +293,28 @@ impl<S: Source> Cache<S> {
         &self.counters
     }
 
+    /// The slot hint of the calling thread (see [`Options::current_cpu`]).
+    #[inline]
+    fn current_cpu(&self) -> usize {
+        match self.options.current_cpu {
+            Some(current_cpu) => current_cpu(),
+            None => crate::cpu::current(),
+        }
+    }
+
     /// Takes the slot of `cpu`, or, when another thread holds it, the next free slot;
     /// `None` (a busy miss) when every slot is held. Never waits.
     #[inline]
     fn take_slot(&self, cpu: usize) -> Option<SlotGuard<'_, S::Item>> {
         let n = self.slots.len();
         let first = if cpu < n { cpu } else { cpu % n };
+        #[cfg(not(magazine_mutant = "busy_slot_waits"))]
         if let Some(slot) = self.slots[first].try_take() {
             return Some(slot);
         }
+        // MUTANT: the busy path waits for the slot's owner instead of missing.
+        #[cfg(magazine_mutant = "busy_slot_waits")]
+        return Some(self.slots[first].take());
         self.take_other_slot(first)
     }
 

@@ -2,17 +2,32 @@
 
 /// The id of the CPU the calling thread runs on: `sched_getcpu()` on Linux, and a stable
 /// per-thread index elsewhere (and under the model checkers, where it names the model
-/// thread). The thread may migrate right after the call; the cache only uses the id as a
-/// hint for locality, never for exclusion.
+/// thread). Without the `std` feature it is 0: set
+/// [`Options::current_cpu`](crate::Options::current_cpu) to your platform's CPU id instead.
+///
+/// The thread may migrate right after the call; the cache only uses the id to pick a slot
+/// (for locality), never for exclusion.
+///
+/// ```
+/// let cpu = magazine::cpu::current();
+/// # let _ = cpu;
+/// ```
 #[inline]
 pub fn current() -> usize {
-    #[cfg(all(target_os = "linux", not(any(loom, feature = "shuttle"))))]
+    #[cfg(not(feature = "std"))]
     {
-        // SAFETY: `sched_getcpu` has no preconditions; it returns -1 on failure.
-        let cpu = unsafe { libc::sched_getcpu() };
-        if let Ok(cpu) = usize::try_from(cpu) {
-            return cpu;
-        }
+        0
     }
-    crate::sync::thread_index()
+    #[cfg(feature = "std")]
+    {
+        #[cfg(all(target_os = "linux", not(any(loom, feature = "shuttle"))))]
+        {
+            // SAFETY: `sched_getcpu` has no preconditions; it returns -1 on failure.
+            let cpu = unsafe { libc::sched_getcpu() };
+            if let Ok(cpu) = usize::try_from(cpu) {
+                return cpu;
+            }
+        }
+        crate::sync::thread_index()
+    }
 }

@@ -2,7 +2,7 @@
 //! and trims them.
 
 use crate::magazine::Magazine;
-use crate::policy::{Config, DepotPolicy, Trim};
+use crate::policy::{Config, DepotPolicy, Options, Trim};
 use crate::stack::Stack;
 use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 
@@ -44,12 +44,12 @@ pub(crate) struct Depot<T> {
 }
 
 impl<T> Depot<T> {
-    pub(crate) fn new(config: &Config) -> Self {
+    pub(crate) fn new(config: &Config, options: &Options) -> Self {
         Self {
             full: Stack::new(),
             empty: Stack::new(),
             policy: config.depot,
-            max_empty: config.empty_cap(),
+            max_empty: config.empty_cap(options),
             full_low: AtomicUsize::new(0),
             empty_low: AtomicUsize::new(0),
             items: AtomicUsize::new(0),
@@ -155,7 +155,12 @@ impl<T> Depot<T> {
         release: &mut impl FnMut(Magazine<T>),
     ) -> usize {
         let mut released = 0;
-        while released < count && self.full.len() > target {
+        #[cfg(not(magazine_mutant = "trim_no_recheck"))]
+        let above_target = || self.full.len() > target;
+        // MUTANT: pops `count` magazines without re-checking the target before each.
+        #[cfg(magazine_mutant = "trim_no_recheck")]
+        let above_target = || target < usize::MAX;
+        while released < count && above_target() {
             let Some(magazine) = self.pop_full() else {
                 break;
             };
@@ -173,6 +178,12 @@ impl<T> Depot<T> {
         while let Some(magazine) = self.pop_empty() {
             drop(magazine);
         }
+    }
+
+    /// `(full, empty)` nodes linked in the stacks (model checks only, when quiescent).
+    #[cfg(any(loom, feature = "shuttle"))]
+    pub(crate) fn linked(&self) -> (usize, usize) {
+        (self.full.linked(), self.empty.linked())
     }
 
     pub(crate) fn full_len(&self) -> usize {

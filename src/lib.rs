@@ -78,7 +78,7 @@
 //! 4. **Bounded memory.** With [`DepotPolicy::Dynamic`], once the load stops, repeated
 //!    [`Cache::trim`] brings the depot down to `target` full magazines; with
 //!    [`Trim::WorkingSet`] a single trim releases every magazine that stayed unused for the
-//!    whole interval. The empty stack is capped by [`Config::max_empty`]. The items a cache
+//!    whole interval. The empty stack is capped by [`Options::max_empty`]. The items a cache
 //!    can hold are at most `cpus x 2 x magazine_size` in the slots, plus `magazine_size`
 //!    per full depot magazine, plus two magazines per live [`LocalCache`].
 //! 5. **Accounting.** When quiescent, [`Stats::depot_full`] and [`Stats::depot_empty`]
@@ -104,6 +104,9 @@ mod depot;
 pub mod iova;
 mod local;
 mod magazine;
+#[cfg(any(loom, feature = "shuttle"))]
+#[doc(hidden)]
+pub mod model;
 mod pair;
 mod policy;
 mod slot;
@@ -114,6 +117,6 @@ mod sync;
 
 pub use cache::Cache;
 pub use local::LocalCache;
-pub use policy::{Config, DepotPolicy, Trim};
+pub use policy::{Config, DepotPolicy, Options, Trim};
 pub use source::Source;
 pub use stats::Stats;

@@ -124,6 +124,12 @@ impl<S: Source> Drop for LocalCache<'_, S> {
         self.publish_counters();
         // SAFETY: taken exactly once, here; `self.magazines` is not used afterwards.
         let MagazinePair { loaded, previous } = unsafe { ManuallyDrop::take(&mut self.magazines) };
+        // MUTANT: the previous magazine is dropped with its items instead of being placed.
+        #[cfg(magazine_mutant = "local_drop_forgets_previous")]
+        let previous = {
+            drop(previous);
+            crate::magazine::Magazine::new(self.cache.config().magazine_size)
+        };
         let depot = self.cache.depot();
         // Place both magazines before calling the source, so that a panicking source
         // cannot drop the second: a refused one waits in a rescue guard.

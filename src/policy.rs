@@ -72,15 +72,38 @@ pub struct Config {
     pub cpus: usize,
     /// How the depot grows and shrinks.
     pub depot: DepotPolicy,
+}
+
+/// Settings beyond the contract's [`Config`], for [`Cache::with_options`]. Marked
+/// `#[non_exhaustive]` because the set will grow: start from [`Options::default`].
+///
+/// ```
+/// use magazine::Options;
+///
+/// let mut options = Options::default();
+/// options.max_empty = Some(4);
+/// options.current_cpu = Some(|| 0); // e.g. a no_std target's CPU-id register
+/// ```
+///
+/// [`Cache::with_options`]: crate::Cache::with_options
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Options {
     /// The most empty magazines the depot keeps for reuse; surplus ones are freed. `None`
     /// means the larger of the depot's target (or cap) and `cpus`.
     pub max_empty: Option<usize>,
+    /// The CPU id that [`Cache::alloc`](crate::Cache::alloc) and
+    /// [`Cache::free`](crate::Cache::free) use to pick a slot. `None` means
+    /// [`cpu::current`](crate::cpu::current): `sched_getcpu()` on Linux. Set it on
+    /// `no_std` targets (where the default is always 0) or to pin the mapping yourself.
+    pub current_cpu: Option<fn() -> usize>,
 }
 
 impl Config {
-    /// The cap on the empty stack (see [`Config::max_empty`]).
-    pub(crate) fn empty_cap(&self) -> usize {
-        self.max_empty
+    /// The cap on the empty stack (see [`Options::max_empty`]).
+    pub(crate) fn empty_cap(&self, options: &Options) -> usize {
+        options
+            .max_empty
             .unwrap_or_else(|| self.depot.target().max(self.cpus))
     }
 }
@@ -97,7 +120,6 @@ impl Default for Config {
                 target: cpus,
                 trim: Trim::WorkingSet,
             },
-            max_empty: None,
         }
     }
 }

@@ -44,6 +44,10 @@ pub(crate) struct Stack<T> {
     head: AtomicPtr<Node<T>>,
     /// Reserved or linked magazines (see the type docs).
     len: AtomicUsize,
+    /// MUTANT (model checks only): one popped node kept for the next push, re-linked
+    /// without waiting for the epoch. The ABA bug of the module docs.
+    #[cfg(magazine_mutant = "pop_relink_without_epoch")]
+    recycled: AtomicPtr<Node<T>>,
 }
 
 // SAFETY: the stack owns magazines of `T` and hands each to exactly one thread.
@@ -57,6 +61,8 @@ impl<T> Stack<T> {
         Self {
             head: AtomicPtr::new(ptr::null_mut()),
             len: AtomicUsize::new(0),
+            #[cfg(magazine_mutant = "pop_relink_without_epoch")]
+            recycled: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
@@ -83,11 +89,19 @@ impl<T> Stack<T> {
         magazine: Magazine<T>,
         cap: usize,
     ) -> Result<usize, Magazine<T>> {
-        match self
+        #[cfg(not(magazine_mutant = "fixed_cap_load_then_push"))]
+        let reserved = self
             .len
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |len| {
                 (len < cap).then_some(len + 1)
-            }) {
+            });
+        // MUTANT: check, then reserve: two pushers can both pass the check.
+        #[cfg(magazine_mutant = "fixed_cap_load_then_push")]
+        let reserved = match self.len() < cap {
+            true => Ok(self.len.fetch_add(1, Ordering::SeqCst)),
+            false => Err(cap),
+        };
+        match reserved {
             Ok(previous) => {
                 self.link(magazine);
                 Ok(previous + 1)
@@ -97,10 +111,13 @@ impl<T> Stack<T> {
     }
 
     fn link(&self, magazine: Magazine<T>) {
+        #[cfg(not(magazine_mutant = "pop_relink_without_epoch"))]
         let node = Box::into_raw(Box::new(Node {
             next: UnsafeCell::new(ptr::null_mut()),
             magazine: UnsafeCell::new(ManuallyDrop::new(magazine)),
         }));
+        #[cfg(magazine_mutant = "pop_relink_without_epoch")]
+        let node = self.relink(magazine);
         let backoff = Backoff::new();
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
@@ -159,8 +176,59 @@ impl<T> Stack<T> {
         // read it are pinned, and the epoch runs this only after they all unpin. The node's
         // magazine was moved out above and is `ManuallyDrop`, so dropping the box frees
         // memory only.
-        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(head))) };
+        #[cfg(not(magazine_mutant = "pop_relink_without_epoch"))]
+        unsafe {
+            guard.defer_unchecked(move || drop(Box::from_raw(head)))
+        };
+        // MUTANT: keep the node for the next push at once, not after the epoch.
+        #[cfg(magazine_mutant = "pop_relink_without_epoch")]
+        self.recycle(head, guard);
         Some((magazine, len))
+    }
+
+    /// MUTANT: offers a popped node for reuse by the next push (a node displaced is leaked).
+    #[cfg(magazine_mutant = "pop_relink_without_epoch")]
+    fn recycle(&self, node: *mut Node<T>, guard: sync::Guard) {
+        let _ = self.recycled.compare_exchange(
+            ptr::null_mut(),
+            node,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+        drop(guard);
+    }
+
+    /// MUTANT: the recycled node if there is one (else a fresh one), rewritten for a push.
+    #[cfg(magazine_mutant = "pop_relink_without_epoch")]
+    fn relink(&self, magazine: Magazine<T>) -> *mut Node<T> {
+        let node = self.recycled.swap(ptr::null_mut(), Ordering::AcqRel);
+        if node.is_null() {
+            return Box::into_raw(Box::new(Node {
+                next: UnsafeCell::new(ptr::null_mut()),
+                magazine: UnsafeCell::new(ManuallyDrop::new(magazine)),
+            }));
+        }
+        // SAFETY: none; this is the bug the model checkers must find.
+        unsafe {
+            (*node)
+                .magazine
+                .with_mut(|slot| slot.write(ManuallyDrop::new(magazine)))
+        };
+        node
+    }
+
+    /// Nodes reachable from `head`, counted by walking the list; only meaningful when
+    /// quiescent. The model checks compare it with `len` (DESIGN.md invariant 5).
+    #[cfg(any(loom, feature = "shuttle"))]
+    pub(crate) fn linked(&self) -> usize {
+        let mut count = 0;
+        let mut node = self.head.load(Ordering::Acquire);
+        while !node.is_null() {
+            count += 1;
+            // SAFETY: quiescent (the caller's contract): every linked node is live.
+            node = unsafe { (*node).next.with(|next| *next) };
+        }
+        count
     }
 }
 

@@ -4,6 +4,7 @@
 //! | build                                              | atomics, cells, threads | epoch participant                         |
 //! |----------------------------------------------------|-------------------------|-------------------------------------------|
 //! | default                                            | `core`/`std`            | crossbeam-epoch's default handle          |
+//! | without feature `std` (`no_std` + `alloc`)         | `core`                  | a participant per guard in one global collector |
 //! | `--cfg loom`                                       | `loom`                  | one `Collector` per model, a handle per loom thread |
 //! | `--cfg loom --cfg crossbeam_loom` (+ epoch `loom`) | `loom`                  | the same, and loom also sees inside the epoch |
 //! | feature `shuttle`                                  | `shuttle`               | one `Collector` per test, a handle per shuttle task |
@@ -54,11 +55,44 @@ impl<T> UnsafeCell<T> {
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
-/// Pins the current thread (or model thread) in the epoch.
-#[cfg(not(any(loom, feature = "shuttle")))]
+/// Pins the current thread in the epoch with its default participant.
+#[cfg(all(feature = "std", not(any(loom, feature = "shuttle"))))]
 #[inline]
 pub(crate) fn pin() -> Guard {
     crossbeam_epoch::pin()
+}
+
+/// Pins without a thread-local participant (`no_std`): registers a participant in one
+/// global collector for the duration of the guard. It costs an allocation and a list
+/// insertion, paid once per depot operation (one magazine), not per item.
+#[cfg(not(any(feature = "std", loom)))]
+pub(crate) fn pin() -> Guard {
+    use alloc::boxed::Box;
+    use core::sync::atomic::{AtomicPtr, Ordering};
+    use crossbeam_epoch::Collector;
+
+    static COLLECTOR: AtomicPtr<Collector> = AtomicPtr::new(core::ptr::null_mut());
+    let mut collector = COLLECTOR.load(Ordering::Acquire);
+    if collector.is_null() {
+        let fresh = Box::into_raw(Box::new(Collector::new()));
+        collector = match COLLECTOR.compare_exchange(
+            core::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => fresh,
+            Err(winner) => {
+                // SAFETY: `fresh` lost the race and was never shared.
+                drop(unsafe { Box::from_raw(fresh) });
+                winner
+            }
+        };
+    }
+    // SAFETY: the collector is leaked on purpose: it lives for the rest of the program.
+    let collector = unsafe { &*collector };
+    // The guard keeps the participant alive after its handle is dropped.
+    collector.register().pin()
 }
 
 /// Pins the current model thread with its own participant.
@@ -89,6 +123,7 @@ pub(crate) fn pin() -> Guard {
 
 /// A small number that stays the same for the life of the calling thread: the CPU id
 /// where the OS gives none, and the "CPU" of a model thread.
+#[cfg(feature = "std")]
 pub(crate) fn thread_index() -> usize {
     #[cfg(loom)]
     use loom::thread_local;

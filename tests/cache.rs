@@ -21,7 +21,6 @@ fn cache(
         magazine_size,
         cpus,
         depot,
-        ..Config::default()
     };
     (Cache::with_config(Arc::clone(&source), config), source)
 }

@@ -113,7 +113,6 @@ fn small(magazine_size: usize, cpus: usize, depot: DepotPolicy) -> Config {
         magazine_size,
         cpus,
         depot,
-        ..Config::default()
     }
 }
 
