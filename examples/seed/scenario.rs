@@ -1,0 +1,111 @@
+//! The scenario's parameters: every one a command-line flag, defaulting to the seed report.
+
+use clap::Parser;
+
+/// The seed scenario: 256 vCPUs submit 4 KiB reads, 16 IRQ CPUs complete them in batches.
+#[derive(Parser, Debug, Clone)]
+#[command(about, long_about = None)]
+pub struct Scenario {
+    /// Virtual CPUs (one cache slot each); every one submits I/Os.
+    #[arg(long, default_value_t = 256)]
+    pub cpus: usize,
+    /// The IRQ CPUs are 0, stride, 2*stride, ...; vCPU c completes on stride*(c/stride).
+    #[arg(long, default_value_t = 16)]
+    pub irq_stride: usize,
+    /// I/Os each vCPU keeps in flight.
+    #[arg(long, default_value_t = 16)]
+    pub depth: usize,
+    /// An interrupt completes between 1 and this many of its pending I/Os (uniformly).
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Items per magazine (Linux: IOVA_MAG_SIZE).
+    #[arg(long, default_value_t = 127)]
+    pub magazine_size: usize,
+    /// Completed I/Os per simulated second: the clock of the simulation.
+    #[arg(long, default_value_t = 1_900_000)]
+    pub iops: u64,
+    /// Simulated seconds of load.
+    #[arg(long, default_value_t = 60.0)]
+    pub seconds: f64,
+    /// Percentage of the load's I/Os that are warm-up (not counted in the rates).
+    #[arg(long, default_value_t = 20.0)]
+    pub warmup_percent: f64,
+    /// Simulated seconds after the load during which trim keeps its schedule.
+    #[arg(long, default_value_t = 5.0)]
+    pub idle_seconds: f64,
+    /// Seed of the random completions; every policy sees the same sequence.
+    #[arg(long, default_value_t = 0x5eed)]
+    pub seed: u64,
+    /// Trim period of Dynamic{OnePerTick} in simulated ms (Linux's IOVA_DEPOT_DELAY).
+    #[arg(long, default_value_t = 100)]
+    pub one_per_tick_ms: u64,
+    /// Trim period(s) of Dynamic{WorkingSet} in simulated ms, comma-separated; the first
+    /// is the one the checks use, the others are extra rows to compare intervals.
+    #[arg(long, value_delimiter = ',', default_value = "1000")]
+    pub working_set_ms: Vec<u64>,
+    /// Full magazines trimming leaves in a Dynamic depot [default: cpus].
+    #[arg(long)]
+    pub target: Option<usize>,
+    /// Simulated ms between two points of the CSV and the plot.
+    #[arg(long, default_value_t = 10)]
+    pub sample_ms: u64,
+    /// Policies simulated at once [default: available parallelism].
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Instead of the simulation: the same workload on N real OS threads, reporting
+    /// operations per second per policy.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Exit with status 1 unless the properties the README claims hold.
+    #[arg(long)]
+    pub check: bool,
+}
+
+impl Scenario {
+    /// The depot length trimming aims at.
+    pub fn target(&self) -> usize {
+        self.target.unwrap_or(self.cpus)
+    }
+
+    /// I/Os of the whole load.
+    pub fn total_ios(&self) -> u64 {
+        (self.seconds * self.iops as f64).round() as u64
+    }
+
+    /// I/Os of the warm-up.
+    pub fn warmup_ios(&self) -> u64 {
+        (self.total_ios() as f64 * self.warmup_percent / 100.0).round() as u64
+    }
+
+    /// Simulated nanoseconds after `ios` completed I/Os.
+    pub fn ns_at(&self, ios: u64) -> u64 {
+        (u128::from(ios) * 1_000_000_000 / u128::from(self.iops)) as u64
+    }
+
+    /// Rejects parameters the workload cannot run with.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("--cpus", self.cpus),
+            ("--irq-stride", self.irq_stride),
+            ("--depth", self.depth),
+            ("--batch", self.batch),
+            ("--magazine-size", self.magazine_size),
+            ("--iops", self.iops as usize),
+            ("--sample-ms", self.sample_ms as usize),
+            ("--one-per-tick-ms", self.one_per_tick_ms as usize),
+        ];
+        if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{flag} must be at least 1"));
+        }
+        if self.working_set_ms.is_empty() || self.working_set_ms.contains(&0) {
+            return Err("--working-set-ms needs periods of at least 1 ms".into());
+        }
+        if !(self.seconds > 0.0 && self.idle_seconds >= 0.0) {
+            return Err("--seconds must be positive and --idle-seconds not negative".into());
+        }
+        if !(0.0..100.0).contains(&self.warmup_percent) {
+            return Err("--warmup-percent must be in [0, 100)".into());
+        }
+        Ok(())
+    }
+}

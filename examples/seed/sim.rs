@@ -1,0 +1,262 @@
+//! The deterministic simulation of one policy: one thread drives the real `Cache` for
+//! every virtual CPU, on a simulated clock (completed I/Os / IOPS).
+
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use magazine::Cache;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::contender::Contender;
+use crate::scenario::Scenario;
+use crate::source::{CountingIds, SlowPath};
+use crate::workload::{irq_cpus, IrqGroup};
+
+/// Which part of the run a sample belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Load,
+    Idle,
+}
+
+/// One point of the time series (CSV and plot).
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub ns: u64,
+    pub phase: Phase,
+    pub depot_full: usize,
+    pub depot_empty: usize,
+    pub cached: usize,
+    pub slow: SlowPath,
+}
+
+/// What one policy did.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub contender: Contender,
+    /// I/Os after the warm-up, and the slow-path calls they caused.
+    pub counted_ios: u64,
+    pub counted_slow: SlowPath,
+    /// Slow-path calls of the whole load, warm-up included.
+    pub load_slow: SlowPath,
+    pub depot_peak: usize,
+    /// Items in the slots and the depot once the load stopped and its I/Os completed.
+    pub held_at_load_end: usize,
+    pub held_after_idle: usize,
+    /// Simulated time from the end of the load until the depot was at its target; `None`
+    /// when it was still above it at the end of the idle phase.
+    pub back_to_target_ns: Option<u64>,
+    pub load_end_ns: u64,
+    pub wall: Duration,
+    pub samples: Vec<Sample>,
+    /// Disagreements between the source's own counts and the cache's `Stats`.
+    pub audit: Vec<String>,
+}
+
+impl Outcome {
+    /// Slow-path allocations per 1000 counted I/Os.
+    pub fn allocs_per_k(&self) -> f64 {
+        per_k(self.counted_slow.allocs, self.counted_ios)
+    }
+
+    /// Slow-path frees per 1000 counted I/Os.
+    pub fn frees_per_k(&self) -> f64 {
+        per_k(self.counted_slow.frees, self.counted_ios)
+    }
+}
+
+fn per_k(calls: u64, ios: u64) -> f64 {
+    calls as f64 * 1000.0 / ios.max(1) as f64
+}
+
+/// A periodic event on the simulated clock (a trim, a sample).
+struct Every {
+    period_ns: u64,
+    next_ns: u64,
+}
+
+impl Every {
+    fn new(period_ns: u64) -> Self {
+        Every {
+            period_ns,
+            next_ns: period_ns,
+        }
+    }
+
+    /// Whether the event is due at `now`; if so, schedules the next one. Call in a loop:
+    /// a long step may cover several periods.
+    fn due(&mut self, now_ns: u64) -> bool {
+        let due = now_ns >= self.next_ns;
+        if due {
+            self.next_ns += self.period_ns;
+        }
+        due
+    }
+}
+
+/// The simulation of one policy in progress.
+struct Run<'a> {
+    scenario: &'a Scenario,
+    contender: &'a Contender,
+    cache: Cache<CountingIds>,
+    trims: Option<Every>,
+    sampler: Every,
+    samples: Vec<Sample>,
+}
+
+/// Simulates `contender` on the scenario: the load, then the idle phase.
+pub fn simulate(scenario: &Scenario, contender: &Contender, bar: &ProgressBar) -> Outcome {
+    let started = Instant::now();
+    let mut run = Run {
+        scenario,
+        contender,
+        cache: Cache::with_config(CountingIds::default(), contender.config(scenario)),
+        trims: contender.trim_every_ms.map(|ms| Every::new(ms * 1_000_000)),
+        sampler: Every::new(scenario.sample_ms * 1_000_000),
+        samples: Vec::new(),
+    };
+    // The same seed for every policy: they all see the same completions in the same order
+    // (the random draws never depend on the cache's state).
+    let mut rng = SmallRng::seed_from_u64(scenario.seed);
+    let mut groups: Vec<_> = irq_cpus(scenario)
+        .map(|irq| IrqGroup::submit(&run.cache, scenario, irq))
+        .collect();
+
+    let (warm, done) = run.load(&mut groups, &mut rng, bar);
+    let load_end_ns = scenario.ns_at(done.ios);
+    // The load stops: the device completes what is in flight, nobody resubmits.
+    groups.iter_mut().for_each(|g| g.complete_all(&run.cache));
+    let held_at_load_end = run.cache.cached();
+    let back_to_target_ns = run.idle(load_end_ns);
+    let held_after_idle = run.cache.cached();
+    bar.finish();
+
+    let audit = run.audit(groups.iter().map(IrqGroup::in_flight).sum());
+    let stats = run.cache.stats();
+    Outcome {
+        contender: contender.clone(),
+        counted_ios: done.ios - warm.ios,
+        counted_slow: done.slow.since(warm.slow),
+        load_slow: done.slow,
+        depot_peak: stats.depot_peak,
+        held_at_load_end,
+        held_after_idle,
+        back_to_target_ns,
+        load_end_ns,
+        wall: started.elapsed(),
+        samples: run.samples,
+        audit,
+    }
+}
+
+/// Completed I/Os and the source's calls at some instant.
+#[derive(Clone, Copy)]
+struct Mark {
+    ios: u64,
+    slow: SlowPath,
+}
+
+impl Run<'_> {
+    fn mark(&self, ios: u64) -> Mark {
+        Mark {
+            ios,
+            slow: self.cache.source().slow_path(),
+        }
+    }
+
+    /// Runs the load: random interrupts until the scenario's I/O count is reached, with
+    /// trims and samples on schedule. Returns the marks at the end of the warm-up and at
+    /// the end of the load.
+    fn load(
+        &mut self,
+        groups: &mut [IrqGroup<u32>],
+        rng: &mut impl Rng,
+        bar: &ProgressBar,
+    ) -> (Mark, Mark) {
+        let (total, warmup) = (self.scenario.total_ios(), self.scenario.warmup_ios());
+        let mut warm = (warmup == 0).then(|| self.mark(0));
+        let mut done = 0;
+        while done < total {
+            let group = rng.random_range(0..groups.len());
+            done += groups[group].interrupt(&self.cache, rng, self.scenario.batch) as u64;
+            if warm.is_none() && done >= warmup {
+                warm = Some(self.mark(done));
+            }
+            let now = self.scenario.ns_at(done);
+            self.tick(now, Phase::Load);
+            bar.set_position(now / 1_000_000);
+        }
+        (warm.expect("warmup < total"), self.mark(done))
+    }
+
+    /// The idle phase: no I/O, trims keep their schedule. Returns how long after the load
+    /// the depot was back at its target.
+    fn idle(&mut self, load_end_ns: u64) -> Option<u64> {
+        let target = self.contender.target();
+        let end_ns = load_end_ns + (self.scenario.idle_seconds * 1e9) as u64;
+        let mut back = (self.cache.stats().depot_full <= target).then_some(0);
+        self.push_sample(load_end_ns, Phase::Idle);
+        // Jump from one scheduled event to the next: nothing happens in between.
+        let mut now = load_end_ns;
+        while now < end_ns {
+            let next_trim = self.trims.as_ref().map_or(u64::MAX, |t| t.next_ns);
+            now = next_trim.min(self.sampler.next_ns).min(end_ns);
+            self.tick(now, Phase::Idle);
+            if back.is_none() && self.cache.stats().depot_full <= target {
+                back = Some(now - load_end_ns);
+            }
+        }
+        back
+    }
+
+    /// Runs the trims and takes the samples due at `now`.
+    fn tick(&mut self, now_ns: u64, phase: Phase) {
+        if let Some(trims) = &mut self.trims {
+            while trims.due(now_ns) {
+                self.cache.trim();
+            }
+        }
+        let mut sample = false;
+        while self.sampler.due(now_ns) {
+            sample = true;
+        }
+        if sample {
+            self.push_sample(now_ns, phase);
+        }
+    }
+
+    fn push_sample(&mut self, now_ns: u64, phase: Phase) {
+        let stats = self.cache.stats();
+        self.samples.push(Sample {
+            ns: now_ns,
+            phase,
+            depot_full: stats.depot_full,
+            depot_empty: stats.depot_empty,
+            cached: self.cache.cached(),
+            slow: self.cache.source().slow_path(),
+        });
+    }
+
+    /// Cross-checks the cache's `Stats` against the source's own counts, and conservation:
+    /// every item the source handed out is in flight or cached.
+    fn audit(&self, in_flight: usize) -> Vec<String> {
+        let stats = self.cache.stats();
+        let seen = self.cache.source().slow_path();
+        let mut errors = Vec::new();
+        if stats.source_allocs != seen.allocs || stats.source_frees != seen.frees {
+            errors.push(format!(
+                "Stats says {} allocs / {} frees, the source saw {} / {}",
+                stats.source_allocs, stats.source_frees, seen.allocs, seen.frees
+            ));
+        }
+        let held = (self.cache.cached() + in_flight) as u64;
+        if held != seen.outstanding() {
+            errors.push(format!(
+                "{} items outstanding at the source, {held} cached or in flight",
+                seen.outstanding()
+            ));
+        }
+        errors
+    }
+}
