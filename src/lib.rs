@@ -109,6 +109,8 @@ mod magazine;
 pub mod model;
 mod pair;
 mod policy;
+#[cfg(all(feature = "std", not(any(loom, feature = "shuttle"))))]
+mod reaper;
 mod slot;
 mod source;
 mod stack;
@@ -118,5 +120,7 @@ mod sync;
 pub use cache::Cache;
 pub use local::LocalCache;
 pub use policy::{Config, DepotPolicy, Options, Trim};
+#[cfg(all(feature = "std", not(any(loom, feature = "shuttle"))))]
+pub use reaper::Reaper;
 pub use source::Source;
 pub use stats::Stats;

@@ -10,6 +10,7 @@ use crate::sync::{AtomicUsize, Ordering};
 /// stack lengths (DESIGN.md invariant 5). Counters of a live [`LocalCache`](crate::LocalCache)
 /// are published when it exchanges a magazine with the depot and when it is dropped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Allocations served by a loaded or previous magazine.
     pub alloc_hits: u64,

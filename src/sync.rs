@@ -121,6 +121,12 @@ pub(crate) fn pin() -> Guard {
     HANDLE.with(|handle| handle.pin())
 }
 
+/// OS threads, for the reaper (never model-checked: it only calls `trim`).
+#[cfg(all(feature = "std", not(any(loom, feature = "shuttle"))))]
+pub(crate) mod thread {
+    pub(crate) use std::thread::{Builder, JoinHandle};
+}
+
 /// A small number that stays the same for the life of the calling thread: the CPU id
 /// where the OS gives none, and the "CPU" of a model thread.
 #[cfg(feature = "std")]
