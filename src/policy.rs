@@ -2,6 +2,16 @@
 //! shrinks.
 
 /// How [`Cache::trim`](crate::Cache::trim) shrinks a [`DepotPolicy::Dynamic`] depot.
+///
+/// ```
+/// use magazine::{DepotPolicy, Trim};
+///
+/// // Linux >= 6.7: one magazine per 100 ms tick while above the number of CPUs.
+/// let linux = DepotPolicy::Dynamic { target: 64, trim: Trim::OnePerTick };
+/// // Bonwick: whatever nobody used during the last interval, at once.
+/// let bonwick = DepotPolicy::Dynamic { target: 64, trim: Trim::WorkingSet };
+/// assert_ne!(linux, bonwick);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Trim {
     /// Linux >= 6.7: each trim releases one full magazine while the depot holds more than
@@ -14,6 +24,14 @@ pub enum Trim {
 }
 
 /// How many full magazines the depot may hold.
+///
+/// ```
+/// use magazine::{Config, DepotPolicy};
+///
+/// // Linux <= 6.6: 32 full magazines, overflow returned to the allocator.
+/// let config = Config { depot: DepotPolicy::Fixed { max_full: 32 }, ..Config::default() };
+/// # let _ = config;
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DepotPolicy {
     /// Linux <= 6.6: at most `max_full` full magazines; a full magazine that does not fit

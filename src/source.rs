@@ -16,6 +16,47 @@ use alloc::sync::Arc;
 /// A source must not call back into the same cache from `free_batch`: a flush there would
 /// wait for the slot it is being called from.
 ///
+/// # Example
+///
+/// A slab of fixed-size blocks handed out as indices, refilled from a counter:
+///
+/// ```
+/// use magazine::{Cache, Source};
+/// use std::sync::Mutex;
+///
+/// struct Slab {
+///     free: Mutex<Vec<usize>>,
+///     next: Mutex<usize>,
+///     blocks: usize,
+/// }
+///
+/// impl Source for Slab {
+///     type Item = usize;
+///
+///     fn alloc(&self) -> Option<usize> {
+///         if let Some(block) = self.free.lock().unwrap().pop() {
+///             return Some(block);
+///         }
+///         let mut next = self.next.lock().unwrap();
+///         (*next < self.blocks).then(|| {
+///             *next += 1;
+///             *next - 1
+///         })
+///     }
+///
+///     fn free_batch(&self, blocks: &mut dyn Iterator<Item = usize>) {
+///         // One lock per magazine, not per block.
+///         self.free.lock().unwrap().extend(blocks);
+///     }
+/// }
+///
+/// let cache = Cache::new(Slab { free: Mutex::new(Vec::new()), next: Mutex::new(0), blocks: 2 });
+/// let (a, b) = (cache.alloc().unwrap(), cache.alloc().unwrap());
+/// assert_eq!(cache.alloc(), None, "two blocks only");
+/// cache.free(a);
+/// cache.free(b);
+/// ```
+///
 /// [`Cache::flush_cpu`]: crate::Cache::flush_cpu
 /// [`Cache::flush`]: crate::Cache::flush
 pub trait Source: Send + Sync {
@@ -32,38 +73,22 @@ pub trait Source: Send + Sync {
     fn free_batch(&self, items: &mut dyn Iterator<Item = Self::Item>);
 }
 
-impl<S: Source + ?Sized> Source for &S {
-    type Item = S::Item;
+/// Forwards to the source behind a reference or a smart pointer, so that a cache can
+/// share its source with the rest of the program (`Cache<Arc<MySource>>`).
+macro_rules! forward_source {
+    ($($pointer:ty),*) => {$(
+        impl<S: Source + ?Sized> Source for $pointer {
+            type Item = S::Item;
 
-    fn alloc(&self) -> Option<S::Item> {
-        (**self).alloc()
-    }
+            fn alloc(&self) -> Option<S::Item> {
+                (**self).alloc()
+            }
 
-    fn free_batch(&self, items: &mut dyn Iterator<Item = S::Item>) {
-        (**self).free_batch(items)
-    }
+            fn free_batch(&self, items: &mut dyn Iterator<Item = S::Item>) {
+                (**self).free_batch(items)
+            }
+        }
+    )*};
 }
 
-impl<S: Source + ?Sized> Source for Box<S> {
-    type Item = S::Item;
-
-    fn alloc(&self) -> Option<S::Item> {
-        (**self).alloc()
-    }
-
-    fn free_batch(&self, items: &mut dyn Iterator<Item = S::Item>) {
-        (**self).free_batch(items)
-    }
-}
-
-impl<S: Source + ?Sized> Source for Arc<S> {
-    type Item = S::Item;
-
-    fn alloc(&self) -> Option<S::Item> {
-        (**self).alloc()
-    }
-
-    fn free_batch(&self, items: &mut dyn Iterator<Item = S::Item>) {
-        (**self).free_batch(items)
-    }
-}
+forward_source!(&S, Box<S>, Arc<S>);

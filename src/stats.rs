@@ -9,6 +9,23 @@ use crate::sync::{AtomicUsize, Ordering};
 /// approximate. When the cache is quiescent, `depot_full` and `depot_empty` equal the real
 /// stack lengths (DESIGN.md invariant 5). Counters of a live [`LocalCache`](crate::LocalCache)
 /// are published when it exchanges a magazine with the depot and when it is dropped.
+///
+/// ```
+/// use magazine::{Cache, Config, DepotPolicy, Source, Stats};
+/// # struct Ids(std::sync::atomic::AtomicU32);
+/// # impl Source for Ids {
+/// #     type Item = u32;
+/// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+/// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+/// # }
+/// let config = Config { magazine_size: 2, cpus: 1, depot: DepotPolicy::Fixed { max_full: 8 } };
+/// let cache = Cache::with_config(Ids(Default::default()), config);
+/// let ids: Vec<u32> = (0..6).map(|_| cache.alloc().unwrap()).collect();
+/// ids.into_iter().for_each(|id| cache.free(id));
+/// let stats: Stats = cache.stats();
+/// assert_eq!(stats.source_allocs, 6);
+/// assert_eq!(stats.depot_full, 1, "2 + 2 in the slot, one magazine of 2 in the depot");
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
