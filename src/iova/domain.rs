@@ -1,0 +1,572 @@
+//! The IOVA domain: the range tree behind one lock, with one magazine cache per size
+//! class in front of it (Linux `struct iova_domain` with its `rcaches`).
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::error::{CheckError, IovaError};
+use super::live::{LiveTable, Take};
+use super::range::{Iova, Kind, RangeTree, Ranges};
+use super::rcache::{order_of, ClassSource, IOVA_RANGE_CACHE_MAX_SIZE};
+use crate::{Cache, Config, DepotPolicy, Stats, Trim};
+
+/// An IOVA allocator for one IOMMU domain, compatible with Linux's `drivers/iommu/iova.c`.
+///
+/// Two layers, as in Linux:
+///
+/// - the **range tree** ([`alloc`](Self::alloc), [`free`](Self::free),
+///   [`find`](Self::find), [`reserve`](Self::reserve)): allocated and reserved ranges in
+///   an ordered map behind one lock, allocated top-down below a limit, first fit from the
+///   top (see the [module docs](super) for the search and its speed-ups);
+/// - the **fast path** ([`alloc_fast`](Self::alloc_fast), [`free_fast`](Self::free_fast)):
+///   one [`Cache`] of pfns per size class of 1, 2, 4, ..., 32 pages in front of the tree.
+///   A request is rounded up to its class and size-aligned; a cached pfn is handed out
+///   only if the range fits under the caller's `limit_pfn`; larger requests go to the
+///   tree.
+///
+/// Ranges in magazines stay allocated in the tree (as Linux's cached IOVAs do), so the
+/// tree never hands them out twice; they go back to it when a magazine is returned to
+/// the class's source: on overflow of a `Fixed` depot, on [`trim`](Self::trim),
+/// [`flush_cpu`](Self::flush_cpu), [`flush`](Self::flush), when an exhausted
+/// `alloc_fast` flushes, and on drop.
+///
+/// Unlike Linux, bad input is detected and refused with an [`IovaError`], leaving the
+/// domain unchanged: see [`free_fast`](Self::free_fast) for what that costs.
+///
+/// ```
+/// use magazine::iova::IovaDomain;
+///
+/// // 4 KiB pages; pfn 0 is never handed out.
+/// let domain = IovaDomain::new(4096, 1);
+/// let dma_limit = domain.dma_32bit_pfn() - 1; // a device with 32-bit DMA
+///
+/// // Slow path: an exact range, top-down below the limit.
+/// let iova = domain.alloc(3, dma_limit, false).unwrap();
+/// assert_eq!(iova.pfn_hi, dma_limit);
+/// assert_eq!(domain.find(iova.pfn_lo + 1), Some(iova));
+/// domain.free(iova.pfn_lo).unwrap();
+///
+/// // Fast path: rounded up to 4 pages, size-aligned, cached on free.
+/// let pfn = domain.alloc_fast(3, dma_limit).unwrap();
+/// assert_eq!(pfn % 4, 0);
+/// domain.free_fast(pfn, 3).unwrap();
+/// assert_eq!(domain.alloc_fast(4, dma_limit), Some(pfn), "served by the magazine");
+/// domain.free_fast(pfn, 4).unwrap();
+///
+/// // Bad input is refused and changes nothing.
+/// assert!(domain.free_fast(pfn, 4).is_err());
+/// domain.check().unwrap();
+/// ```
+pub struct IovaDomain {
+    granule: u64,
+    shift: u32,
+    start_pfn: u64,
+    dma_32bit_pfn: u64,
+    ranges: Arc<Ranges>,
+    /// One cache per size class; index = order (log2 of the size in pages).
+    rcaches: Box<[Cache<ClassSource>]>,
+    live: LiveTable,
+    exhaustion_flushes: AtomicU64,
+}
+
+/// A snapshot of an [`IovaDomain`]'s counters, from [`IovaDomain::stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IovaStats {
+    /// The counters of each size class's cache; index = order (1, 2, 4, ... pages).
+    pub rcaches: Vec<Stats>,
+    /// Ranges the tree allocated (slow path, and fast-path misses).
+    pub tree_allocs: u64,
+    /// Ranges removed from the tree (`free`, and magazines returned to the tree).
+    pub tree_frees: u64,
+    /// Tree allocations that found no space.
+    pub tree_failures: u64,
+    /// Failures answered without a search by the 32-bit bound (`max32_alloc_size`).
+    pub early_failures: u64,
+    /// Searches that needed Linux's second pass above the cached node.
+    pub retry_searches: u64,
+    /// Times an exhausted `alloc_fast` flushed every cache and retried.
+    pub exhaustion_flushes: u64,
+    /// Allocated ranges in the tree, cached ones included.
+    pub allocated_ranges: usize,
+    /// Pages in allocated ranges, cached ones included.
+    pub allocated_pages: u64,
+    /// Reserved ranges in the tree.
+    pub reserved_ranges: usize,
+    /// Pages in reserved ranges.
+    pub reserved_pages: u64,
+    /// Fast-path ranges in callers' hands (allocated by `alloc_fast`, not yet freed).
+    pub fast_in_use: usize,
+}
+
+impl IovaDomain {
+    /// A domain of pages of `granule` bytes whose allocations start at `start_pfn`, with
+    /// the default cache configuration ([`Config::default`]: magazines of 127 pfns, a
+    /// slot per CPU, a working-set trimmed depot). Linux `init_iova_domain`.
+    ///
+    /// # Panics
+    ///
+    /// If `granule` is not a power of two.
+    pub fn new(granule: u64, start_pfn: u64) -> Self {
+        Self::with_config(granule, start_pfn, Config::default())
+    }
+
+    /// [`new`](Self::new) with `cpus` CPU slots per size class, and a dynamic depot with
+    /// target `cpus` trimmed by working set.
+    ///
+    /// # Panics
+    ///
+    /// If `granule` is not a power of two or `cpus` is 0.
+    pub fn with_cpus(granule: u64, start_pfn: u64, cpus: usize) -> Self {
+        let config = Config {
+            cpus,
+            depot: DepotPolicy::Dynamic {
+                target: cpus,
+                trim: Trim::WorkingSet,
+            },
+            ..Config::default()
+        };
+        Self::with_config(granule, start_pfn, config)
+    }
+
+    /// [`new`](Self::new) with the given configuration for every size class's cache
+    /// (magazine size, CPU slots, depot policy). Linux <= 6.6 is
+    /// `DepotPolicy::Fixed { max_full: 32 }` with magazines of 127.
+    ///
+    /// # Panics
+    ///
+    /// If `granule` is not a power of two, or `config.magazine_size` or `config.cpus`
+    /// is 0.
+    pub fn with_config(granule: u64, start_pfn: u64, config: Config) -> Self {
+        assert!(
+            granule.is_power_of_two(),
+            "IOVA granule {granule} is not a power of two"
+        );
+        let shift = granule.trailing_zeros();
+        // Linux: `1UL << (32 - iova_shift(iovad))`; pages of 4 GiB or more leave pfn 0.
+        let dma_32bit_pfn = 1u64.checked_shl(32u32.saturating_sub(shift)).unwrap_or(1);
+        let ranges = Arc::new(Ranges::new(RangeTree::new(start_pfn, dma_32bit_pfn)));
+        let live = LiveTable::new(config.cpus);
+        let rcaches = (0..IOVA_RANGE_CACHE_MAX_SIZE as u8)
+            .map(|order| {
+                let source = ClassSource {
+                    ranges: Arc::clone(&ranges),
+                    order,
+                };
+                Cache::with_config(source, config.clone())
+            })
+            .collect();
+        Self {
+            granule,
+            shift,
+            start_pfn,
+            dma_32bit_pfn,
+            ranges,
+            rcaches,
+            live,
+            exhaustion_flushes: AtomicU64::new(0),
+        }
+    }
+
+    /// The page size in bytes.
+    pub fn granule(&self) -> u64 {
+        self.granule
+    }
+
+    /// The lowest pfn the domain allocates.
+    pub fn start_pfn(&self) -> u64 {
+        self.start_pfn
+    }
+
+    /// The first pfn at or above 4 GiB: limits below it are "32-bit" limits, which have
+    /// their own cached search start and early-failure bound.
+    pub fn dma_32bit_pfn(&self) -> u64 {
+        self.dma_32bit_pfn
+    }
+
+    /// The configuration of the size-class caches.
+    pub fn config(&self) -> &Config {
+        self.rcaches[0].config()
+    }
+
+    /// The bus address of `pfn` (Linux `iova_dma_addr`).
+    pub fn dma_addr(&self, pfn: u64) -> u64 {
+        pfn << self.shift
+    }
+
+    /// The pfn of a bus address (Linux `iova_pfn`).
+    pub fn pfn(&self, dma_addr: u64) -> u64 {
+        dma_addr >> self.shift
+    }
+
+    /// The number of pages covering `bytes` bytes (Linux `iova_align(..) >> shift`).
+    pub fn pages(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.granule)
+    }
+
+    /// Allocates `size` pages ending at or below `limit_pfn`, as high as possible (see
+    /// the [module docs](super) for the search), aligned to `size` rounded up to a power
+    /// of two when `size_aligned`. Linux `alloc_iova`. `None` on bad input or when no
+    /// range fits; [`try_alloc`](Self::try_alloc) says which. Does not flush the caches
+    /// (as Linux); [`alloc_fast`](Self::alloc_fast) does. Limits at or above `u64::MAX`
+    /// mean the whole space.
+    pub fn alloc(&self, size: u64, limit_pfn: u64, size_aligned: bool) -> Option<Iova> {
+        self.try_alloc(size, limit_pfn, size_aligned).ok()
+    }
+
+    /// [`alloc`](Self::alloc), saying why it failed.
+    pub fn try_alloc(
+        &self,
+        size: u64,
+        limit_pfn: u64,
+        size_aligned: bool,
+    ) -> Result<Iova, IovaError> {
+        self.ranges
+            .lock()
+            .alloc(size, limit_pfn, size_aligned, Kind::Allocated)
+    }
+
+    /// The range containing `pfn`: allocated (cached ones too, as in Linux) or reserved.
+    /// Linux `find_iova`.
+    pub fn find(&self, pfn: u64) -> Option<Iova> {
+        self.ranges.lock().find(pfn).map(|(iova, _)| iova)
+    }
+
+    /// Frees the allocation containing `pfn` (Linux `free_iova`). A range from
+    /// `alloc_fast` may be freed here too; it then bypasses the cache.
+    ///
+    /// # Errors
+    ///
+    /// [`IovaError::NotAllocated`] if no allocation contains `pfn` (never allocated, or
+    /// freed already), [`IovaError::Reserved`] for a reserved range,
+    /// [`IovaError::DoubleFree`] for a fast-path range already freed into a magazine.
+    pub fn free(&self, pfn: u64) -> Result<(), IovaError> {
+        let mut tree = self.ranges.lock();
+        let (iova, kind) = tree.find(pfn).ok_or(IovaError::NotAllocated { pfn })?;
+        match kind {
+            Kind::Reserved => return Err(IovaError::Reserved { pfn, range: iova }),
+            // Lock order: the tree, then a live-table shard (the only nesting).
+            Kind::Fast if self.live.remove(iova.pfn_lo).is_none() => {
+                return Err(IovaError::DoubleFree { pfn });
+            }
+            Kind::Fast | Kind::Allocated => {}
+        }
+        tree.remove(iova.pfn_lo, kind);
+        Ok(())
+    }
+
+    /// Reserves `pfn_lo..=pfn_hi` so that it is never allocated (Linux `reserve_iova`),
+    /// e.g. an MSI window or a PCI hole. Reserving over reserved pages is allowed; they
+    /// stay reserved. If cached (freed) ranges are in the way, the caches are flushed
+    /// first.
+    ///
+    /// # Errors
+    ///
+    /// [`IovaError::InvalidRange`] if `pfn_lo > pfn_hi` or `pfn_hi == u64::MAX`;
+    /// [`IovaError::Overlap`] if an allocation in a caller's hands overlaps the range.
+    pub fn reserve(&self, pfn_lo: u64, pfn_hi: u64) -> Result<(), IovaError> {
+        let first = self.ranges.lock().reserve(pfn_lo, pfn_hi);
+        match first {
+            Err(IovaError::Overlap { allocated }) if self.is_fast(allocated.pfn_lo) => {
+                // Perhaps only magazines hold what is in the way.
+                self.flush();
+                self.ranges.lock().reserve(pfn_lo, pfn_hi)
+            }
+            result => result,
+        }
+    }
+
+    fn is_fast(&self, pfn: u64) -> bool {
+        matches!(self.ranges.lock().find(pfn), Some((_, Kind::Fast)))
+    }
+
+    /// Allocates `size` pages ending at or below `limit_pfn` through the size-class
+    /// caches, on the current CPU's slot (Linux `alloc_iova_fast(.., flush_rcache =
+    /// true)`); returns the first pfn.
+    ///
+    /// Sizes up to 32 pages round up to a power of two and are always size-aligned; a
+    /// cached pfn is taken only if its range fits under `limit_pfn` (the newest such one
+    /// in the slot's magazines, else one from a full depot magazine when both of the
+    /// slot's are empty), else the tree allocates. Larger sizes are not rounded and go to
+    /// the tree, size-aligned. When the tree has no space, every cache is flushed back to
+    /// it (skipping slots other threads are working on) and the allocation is retried
+    /// once. `None` on bad input (size 0, limit below `start_pfn`, size larger than the
+    /// space) or when nothing fits even then.
+    pub fn alloc_fast(&self, size: u64, limit_pfn: u64) -> Option<u64> {
+        self.alloc_fast_on(crate::cpu::current(), size, limit_pfn)
+    }
+
+    /// [`alloc_fast`](Self::alloc_fast) on the slot of `cpu` (modulo
+    /// [`Config::cpus`]), for pinned threads and simulators.
+    pub fn alloc_fast_on(&self, cpu: usize, size: u64, limit_pfn: u64) -> Option<u64> {
+        if size == 0 {
+            return None;
+        }
+        let Some(order) = order_of(size) else {
+            return self
+                .alloc_tree_flushing(size, limit_pfn, Kind::Allocated)
+                .map(|iova| iova.pfn_lo);
+        };
+        let size = 1u64 << order;
+        let cache = &self.rcaches[usize::from(order)];
+        // A cached range's last pfn never overflows: it is below the anchor.
+        let fits = |&pfn: &u64| pfn + (size - 1) <= limit_pfn;
+        let pfn = match cache.alloc_cached_where_on(cpu, fits) {
+            Some(pfn) => pfn,
+            None => {
+                self.alloc_tree_flushing(size, limit_pfn, Kind::Fast)?
+                    .pfn_lo
+            }
+        };
+        let fresh = self.live.insert(pfn, order);
+        debug_assert!(fresh, "pfn {pfn:#x} handed out twice");
+        Some(pfn)
+    }
+
+    /// A size-aligned tree allocation; on exhaustion, flushes every cache and retries
+    /// once (Linux's `flush_rcache` retry).
+    fn alloc_tree_flushing(&self, size: u64, limit_pfn: u64, kind: Kind) -> Option<Iova> {
+        let first = self.ranges.lock().alloc(size, limit_pfn, true, kind);
+        match first {
+            Ok(iova) => Some(iova),
+            Err(IovaError::NoSpace) => {
+                self.exhaustion_flushes.fetch_add(1, Ordering::Relaxed);
+                for cache in self.rcaches.iter() {
+                    // Never waits for another thread's slot (DESIGN.md invariant 3).
+                    cache.try_flush();
+                }
+                self.ranges.lock().alloc(size, limit_pfn, true, kind).ok()
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Frees a range from [`alloc_fast`](Self::alloc_fast) of `size` pages (the size
+    /// asked for, or the same rounded up) into the current CPU's magazines (Linux
+    /// `free_iova_fast`). Sizes over 32 pages go to the tree. A size-aligned range of a
+    /// class's size from [`alloc`](Self::alloc) is accepted too and cached.
+    ///
+    /// Each fast-path range in a caller's hands is recorded in a table split into
+    /// shards by pfn, so this takes one short shard lock (never the tree lock when the
+    /// range came from `alloc_fast`); that is the price of refusing a double free or a
+    /// wrong size, which Linux would turn into a range handed out twice.
+    ///
+    /// # Errors
+    ///
+    /// [`IovaError::ZeroSize`]; [`IovaError::SizeMismatch`] if the allocation at `pfn`
+    /// does not start there or is of another size class; [`IovaError::DoubleFree`] if it
+    /// was freed into a magazine already; [`IovaError::NotAllocated`] and
+    /// [`IovaError::Reserved`] as for [`free`](Self::free).
+    pub fn free_fast(&self, pfn: u64, size: u64) -> Result<(), IovaError> {
+        self.free_fast_on(crate::cpu::current(), pfn, size)
+    }
+
+    /// [`free_fast`](Self::free_fast) on the slot of `cpu` (modulo [`Config::cpus`]).
+    pub fn free_fast_on(&self, cpu: usize, pfn: u64, size: u64) -> Result<(), IovaError> {
+        if size == 0 {
+            return Err(IovaError::ZeroSize);
+        }
+        let Some(order) = order_of(size) else {
+            return self.free_uncached(pfn, size);
+        };
+        match self.live.take(pfn, order) {
+            Take::Taken => {
+                self.rcaches[usize::from(order)].free_on(cpu, pfn);
+                Ok(())
+            }
+            Take::OtherOrder(live) => Err(IovaError::SizeMismatch {
+                pfn,
+                size,
+                found: Iova {
+                    pfn_lo: pfn,
+                    pfn_hi: pfn + (1u64 << live) - 1,
+                },
+            }),
+            Take::Absent => self.free_fast_untracked(cpu, pfn, size, order),
+        }
+    }
+
+    /// `free_fast` of a class size for a pfn not handed out by `alloc_fast`: an
+    /// allocation from `alloc` (accepted), or an error.
+    fn free_fast_untracked(
+        &self,
+        cpu: usize,
+        pfn: u64,
+        size: u64,
+        order: u8,
+    ) -> Result<(), IovaError> {
+        let mut tree = self.ranges.lock();
+        let (iova, kind) = tree.find(pfn).ok_or(IovaError::NotAllocated { pfn })?;
+        let mismatch = IovaError::SizeMismatch {
+            pfn,
+            size,
+            found: iova,
+        };
+        match kind {
+            Kind::Reserved => Err(IovaError::Reserved { pfn, range: iova }),
+            _ if iova.pfn_lo != pfn => Err(mismatch),
+            // Not live, so in a magazine (or being handed out right now by a cache).
+            Kind::Fast => Err(IovaError::DoubleFree { pfn }),
+            Kind::Allocated => {
+                let class_size = 1u64 << order;
+                if iova.size() == class_size && pfn % class_size == 0 {
+                    // Exactly what `alloc_fast` would have handed out: cache it.
+                    tree.set_kind(pfn, Kind::Fast);
+                    drop(tree);
+                    self.rcaches[usize::from(order)].free_on(cpu, pfn);
+                    Ok(())
+                } else if order_of(iova.size()) == Some(order) {
+                    // Same class but not cacheable as is (e.g. 3 pages, or unaligned).
+                    tree.remove(pfn, Kind::Allocated);
+                    Ok(())
+                } else {
+                    Err(mismatch)
+                }
+            }
+        }
+    }
+
+    /// `free_fast` of a size over the largest class: an exact tree free.
+    fn free_uncached(&self, pfn: u64, size: u64) -> Result<(), IovaError> {
+        let mut tree = self.ranges.lock();
+        let (iova, kind) = tree.find(pfn).ok_or(IovaError::NotAllocated { pfn })?;
+        match kind {
+            Kind::Reserved => Err(IovaError::Reserved { pfn, range: iova }),
+            Kind::Allocated if iova.pfn_lo == pfn && iova.size() == size => {
+                tree.remove(pfn, Kind::Allocated);
+                Ok(())
+            }
+            Kind::Allocated | Kind::Fast => Err(IovaError::SizeMismatch {
+                pfn,
+                size,
+                found: iova,
+            }),
+        }
+    }
+
+    /// Returns the pfns cached on `cpu`'s slot of every size class to the tree, as Linux
+    /// does when a CPU goes offline (`free_cpu_cached_iovas`). Waits for a thread working
+    /// on that slot.
+    pub fn flush_cpu(&self, cpu: usize) {
+        for cache in self.rcaches.iter() {
+            cache.flush_cpu(cpu);
+        }
+    }
+
+    /// Returns every cached pfn of every size class to the tree (Linux
+    /// `free_cpu_cached_iovas` on every CPU, then `free_global_cached_iovas`).
+    pub fn flush(&self) {
+        for cache in self.rcaches.iter() {
+            cache.flush();
+        }
+    }
+
+    /// One trim step of every size class's depot (see [`Cache::trim`]); returns the
+    /// number of magazines released. Call it periodically: the domain starts no thread.
+    pub fn trim(&self) -> usize {
+        self.rcaches.iter().map(|cache| cache.trim()).sum()
+    }
+
+    /// The range a search under `limit_pfn` starts from (Linux's `cached_node`, or
+    /// `cached32_node` for limits below [`dma_32bit_pfn`](Self::dma_32bit_pfn)); `None`
+    /// is the anchor above the space. The search takes the highest fit below this range,
+    /// else the highest fit between it and the limit. For tests and tracing.
+    pub fn cached_node(&self, limit_pfn: u64) -> Option<Iova> {
+        self.ranges.lock().cached_node(limit_pfn)
+    }
+
+    /// A snapshot of the counters. Takes the tree lock and walks the tree.
+    pub fn stats(&self) -> IovaStats {
+        let rcaches = self.rcaches.iter().map(|cache| cache.stats()).collect();
+        let fast_in_use = self.live.len();
+        let tree = self.ranges.lock();
+        let mut stats = IovaStats {
+            rcaches,
+            tree_allocs: tree.counters.allocs,
+            tree_frees: tree.counters.frees,
+            tree_failures: tree.counters.failures,
+            early_failures: tree.counters.early_failures,
+            retry_searches: tree.counters.retry_searches,
+            exhaustion_flushes: self.exhaustion_flushes.load(Ordering::Relaxed),
+            fast_in_use,
+            ..IovaStats::default()
+        };
+        for (iova, kind) in tree.ranges() {
+            if kind == Kind::Reserved {
+                stats.reserved_ranges += 1;
+                stats.reserved_pages += iova.size();
+            } else {
+                stats.allocated_ranges += 1;
+                stats.allocated_pages += iova.size();
+            }
+        }
+        stats
+    }
+
+    /// Verifies the domain: the tree (ranges disjoint and well formed, allocations at or
+    /// above `start_pfn`), the cached search starts (each names a range in the tree), the
+    /// 32-bit early-failure bounds (no range of a recorded size fits), and the fast path
+    /// (every range in a caller's hands is a size-aligned class range in the tree, and
+    /// per size class, ranges in the tree = ranges in callers' hands + pfns in the cache:
+    /// conservation).
+    ///
+    /// Exact only while no other thread uses the domain; it waits for busy slots.
+    ///
+    /// # Errors
+    ///
+    /// A [`CheckError`] describing the first inconsistency found.
+    pub fn check(&self) -> Result<(), CheckError> {
+        let cached: Vec<usize> = self.rcaches.iter().map(|cache| cache.cached()).collect();
+        let tree = self.ranges.lock();
+        tree.check()?;
+        let fail = |message: String| Err(CheckError(message));
+        let mut in_tree = [0usize; IOVA_RANGE_CACHE_MAX_SIZE];
+        for (iova, kind) in tree.ranges() {
+            if kind != Kind::Fast {
+                continue;
+            }
+            let size = iova.size();
+            match order_of(size) {
+                Some(order) if size.is_power_of_two() && iova.pfn_lo % size == 0 => {
+                    in_tree[usize::from(order)] += 1;
+                }
+                _ => return fail(format!("fast range {iova} is not a size-aligned class")),
+            }
+        }
+        let live = self.live.snapshot();
+        let mut in_hands = [0usize; IOVA_RANGE_CACHE_MAX_SIZE];
+        for &(pfn, order) in &live {
+            match tree.find(pfn) {
+                Some((iova, Kind::Fast)) if iova.pfn_lo == pfn && iova.size() == 1 << order => {
+                    in_hands[usize::from(order)] += 1;
+                }
+                found => {
+                    return fail(format!(
+                        "pfn {pfn:#x} handed out with order {order} is {found:?} in the tree"
+                    ))
+                }
+            }
+        }
+        for order in 0..IOVA_RANGE_CACHE_MAX_SIZE {
+            if in_tree[order] != in_hands[order] + cached[order] {
+                return fail(format!(
+                    "size class {order}: {} fast ranges in the tree, {} in callers' hands, \
+                     {} cached",
+                    in_tree[order], in_hands[order], cached[order]
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for IovaDomain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IovaDomain")
+            .field("granule", &self.granule)
+            .field("start_pfn", &self.start_pfn)
+            .field("dma_32bit_pfn", &self.dma_32bit_pfn)
+            .field("config", self.config())
+            .finish_non_exhaustive()
+    }
+}
