@@ -27,9 +27,6 @@
 //!   covered the whole 32-bit space, and separately for size-aligned requests (a failed
 //!   aligned size bounds only aligned requests) and unaligned ones (a failed unaligned
 //!   size bounds both).
-//!
-//! One further difference: Linux's retry pass may start below `start_pfn` when the
-//! cached node is a reserved range there; here it never does.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -187,6 +184,7 @@ impl RangeTree {
         if found.is_none() && cached_hi < limit {
             // Linux's retry: the space between the cached node and the limit.
             self.counters.retry_searches += 1;
+            // Defensive: the cached node is never below `start_pfn` in practice.
             let low = (cached_hi + 1).max(self.start_pfn);
             found = self.highest_fit(size, align_mask, low, limit);
         }
