@@ -13,6 +13,8 @@ struct Panel {
     caption: &'static str,
     y_desc: &'static str,
     value: fn(&Sample) -> f64,
+    /// Whether the y axis starts at the lowest value at the end of the warm-up.
+    from_warmup: bool,
 }
 
 const PANELS: [Panel; 2] = [
@@ -20,11 +22,13 @@ const PANELS: [Panel; 2] = [
         caption: "Depot length",
         y_desc: "full magazines in the depot",
         value: |s| s.depot_full as f64,
+        from_warmup: false,
     },
     Panel {
-        caption: "Slow path (source) calls",
+        caption: "Slow path (source) calls, axis from the end of the warm-up",
         y_desc: "cumulative allocs + frees",
         value: |s| (s.slow.allocs + s.slow.frees) as f64,
+        from_warmup: true,
     },
 ];
 
@@ -50,12 +54,21 @@ fn draw_panel(
         .flat_map(|o| o.samples.last())
         .map(seconds)
         .fold(1e-3, f64::max);
-    let top = outcomes
-        .iter()
-        .flat_map(|o| &o.samples)
-        .map(panel.value)
-        .fold(1.0, f64::max)
-        * 1.1;
+    let values = || outcomes.iter().flat_map(|o| &o.samples).map(panel.value);
+    let top = values().fold(1.0, f64::max) * 1.1;
+    // The axis starts where the lines settle (the warm-up's initial fill is cut off), so
+    // that differences between policies are not flattened by the fill.
+    let bottom = match panel.from_warmup {
+        false => 0.0,
+        true => {
+            outcomes
+                .iter()
+                .flat_map(|o| o.samples.iter().find(|s| s.ns >= o.warmup_end_ns))
+                .map(panel.value)
+                .fold(top, f64::min)
+                * 0.98
+        }
+    };
     let load_end = outcomes.first().map_or(end, |o| o.load_end_ns as f64 / 1e9);
 
     let mut chart = ChartBuilder::on(area)
@@ -63,15 +76,16 @@ fn draw_panel(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d(0.0..end, 0.0..top)?;
+        .build_cartesian_2d(0.0..end, bottom..top)?;
     chart
         .configure_mesh()
         .x_desc("simulated time (s)")
         .y_desc(panel.y_desc)
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()?;
     chart
         .draw_series(std::iter::once(Rectangle::new(
-            [(load_end, 0.0), (end, top)],
+            [(load_end, bottom), (end, top)],
             RGBColor(225, 225, 225).filled(),
         )))?
         .label("idle phase (no I/O, trim on schedule)")
@@ -85,7 +99,7 @@ fn draw_panel(
         let color = Palette99::pick(i).to_rgba();
         // Policies that behave alike draw the same line: earlier ones are wider, so that
         // every one stays visible under the later ones.
-        let width = 2 * (outcomes.len() - i) as u32;
+        let width = 1 + (outcomes.len() - i) as u32;
         let points = outcome
             .samples
             .iter()

@@ -47,6 +47,7 @@ pub struct Outcome {
     /// Simulated time from the end of the load until the depot was at its target; `None`
     /// when it was still above it at the end of the idle phase.
     pub back_to_target_ns: Option<u64>,
+    pub warmup_end_ns: u64,
     pub load_end_ns: u64,
     pub wall: Duration,
     pub samples: Vec<Sample>,
@@ -143,6 +144,7 @@ pub fn simulate(scenario: &Scenario, contender: &Contender, bar: &ProgressBar) -
         held_at_load_end,
         held_after_idle,
         back_to_target_ns,
+        warmup_end_ns: scenario.ns_at(warm.ios),
         load_end_ns,
         wall: started.elapsed(),
         samples: run.samples,
