@@ -257,27 +257,36 @@ impl IovaDomain {
 
     /// Reserves `pfn_lo..=pfn_hi` so that it is never allocated (Linux `reserve_iova`),
     /// e.g. an MSI window or a PCI hole. Reserving over reserved pages is allowed; they
-    /// stay reserved. If cached (freed) ranges are in the way, the caches are flushed
-    /// first.
+    /// stay reserved. If only cached (freed) ranges are in the way, the caches are
+    /// flushed first.
     ///
     /// # Errors
     ///
     /// [`IovaError::InvalidRange`] if `pfn_lo > pfn_hi` or `pfn_hi == u64::MAX`;
     /// [`IovaError::Overlap`] if an allocation in a caller's hands overlaps the range.
     pub fn reserve(&self, pfn_lo: u64, pfn_hi: u64) -> Result<(), IovaError> {
-        let first = self.ranges.lock().reserve(pfn_lo, pfn_hi);
-        match first {
-            Err(IovaError::Overlap { allocated }) if self.is_fast(allocated.pfn_lo) => {
-                // Perhaps only magazines hold what is in the way.
-                self.flush();
-                self.ranges.lock().reserve(pfn_lo, pfn_hi)
-            }
-            result => result,
+        let mut tree = self.ranges.lock();
+        match tree.reserve(pfn_lo, pfn_hi) {
+            Err(IovaError::Overlap { .. }) => {}
+            result => return result,
         }
-    }
-
-    fn is_fast(&self, pfn: u64) -> bool {
-        matches!(self.ranges.lock().find(pfn), Some((_, Kind::Fast)))
+        // Refuse, changing nothing, if a caller holds a range in the way; otherwise only
+        // magazines hold them (Linux would have reserved over them and later handed
+        // them out): return them to the tree and try again.
+        let held = tree
+            .overlapping(pfn_lo, pfn_hi)
+            .into_iter()
+            .find(|&(range, kind)| match kind {
+                Kind::Allocated => true,
+                Kind::Fast => self.live.contains(range.pfn_lo),
+                Kind::Reserved => false,
+            });
+        if let Some((allocated, _)) = held {
+            return Err(IovaError::Overlap { allocated });
+        }
+        drop(tree);
+        self.flush();
+        self.ranges.lock().reserve(pfn_lo, pfn_hi)
     }
 
     /// Allocates `size` pages ending at or below `limit_pfn` through the size-class

@@ -99,6 +99,11 @@ impl LiveTable {
         self.shard(pfn).remove(&pfn)
     }
 
+    /// Whether `pfn` is live.
+    pub(crate) fn contains(&self, pfn: u64) -> bool {
+        self.shard(pfn).contains_key(&pfn)
+    }
+
     /// All live pfns with their orders (exact only when no thread works on the table).
     pub(crate) fn snapshot(&self) -> Vec<(u64, u8)> {
         let mut all = Vec::new();

@@ -321,36 +321,21 @@ impl RangeTree {
         if pfn_lo > pfn_hi || pfn_hi >= ANCHOR {
             return Err(IovaError::InvalidRange { pfn_lo, pfn_hi });
         }
-        // Ranges overlapping the request, highest first; disjoint and sorted, so the
-        // first one ending below `pfn_lo` ends the overlap.
-        let mut overlapping: Vec<(u64, Node)> = self
-            .nodes
-            .range(..=pfn_hi)
-            .rev()
-            .take_while(|(_, node)| node.pfn_hi >= pfn_lo)
-            .map(|(&lo, node)| (lo, *node))
-            .collect();
-        if let Some(&(lo, node)) = overlapping
-            .iter()
-            .find(|(_, node)| node.kind != Kind::Reserved)
+        let mut overlapping = self.overlapping(pfn_lo, pfn_hi);
+        if let Some(&(allocated, _)) = overlapping.iter().find(|(_, kind)| *kind != Kind::Reserved)
         {
-            return Err(IovaError::Overlap {
-                allocated: Iova {
-                    pfn_lo: lo,
-                    pfn_hi: node.pfn_hi,
-                },
-            });
+            return Err(IovaError::Overlap { allocated });
         }
         overlapping.reverse();
         // Fill the holes between the reserved ranges already there. Existing ranges
         // keep their keys, so the cached nodes stay valid.
         let mut next_free = pfn_lo;
         let mut holes = Vec::new();
-        for (lo, node) in overlapping {
-            if lo > next_free {
-                holes.push((next_free, lo - 1));
+        for (range, _) in overlapping {
+            if range.pfn_lo > next_free {
+                holes.push((next_free, range.pfn_lo - 1));
             }
-            next_free = next_free.max(node.pfn_hi.saturating_add(1));
+            next_free = next_free.max(range.pfn_hi.saturating_add(1));
         }
         if next_free <= pfn_hi {
             holes.push((next_free, pfn_hi));
@@ -365,6 +350,24 @@ impl RangeTree {
             );
         }
         Ok(())
+    }
+
+    /// The ranges overlapping `pfn_lo..=pfn_hi`, highest first.
+    pub(crate) fn overlapping(&self, pfn_lo: u64, pfn_hi: u64) -> Vec<(Iova, Kind)> {
+        // Ranges are disjoint and sorted: the first one ending below `pfn_lo` ends the
+        // overlap.
+        self.nodes
+            .range(..=pfn_hi)
+            .rev()
+            .take_while(|(_, node)| node.pfn_hi >= pfn_lo)
+            .map(|(&lo, node)| {
+                let range = Iova {
+                    pfn_lo: lo,
+                    pfn_hi: node.pfn_hi,
+                };
+                (range, node.kind)
+            })
+            .collect()
     }
 
     /// Visits every range in ascending order.
