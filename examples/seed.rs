@@ -73,7 +73,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let properties = report::properties(&outcomes);
+    let steady = scenario.seconds >= scenario::STEADY_SECONDS;
+    let properties = report::properties(&outcomes, steady);
     let failed = properties.iter().filter(|p| !p.holds).count();
     if scenario.check {
         for p in &properties {

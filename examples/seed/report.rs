@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::contender::{millis, Role};
+use crate::scenario::STEADY_SECONDS;
 use crate::sim::{Outcome, Phase};
 
 /// The table of the simulation, one row per policy.
@@ -111,8 +112,9 @@ pub struct Property {
     pub measured: String,
 }
 
-/// The properties of issue 6, evaluated on this run.
-pub fn properties(outcomes: &[Outcome]) -> Vec<Property> {
+/// The properties of issue 6, evaluated on this run. `steady`: the load was long enough
+/// (`STEADY_SECONDS`) for the steady-state rate claim.
+pub fn properties(outcomes: &[Outcome], steady: bool) -> Vec<Property> {
     let find = |role: Role| outcomes.iter().find(|o| o.contender.role == role);
     let (Some(fixed), Some(tick), Some(ws), Some(never)) = (
         find(Role::Fixed32),
@@ -136,11 +138,24 @@ pub fn properties(outcomes: &[Outcome]) -> Vec<Property> {
         fixed.allocs_per_k(),
         never.allocs_per_k(),
     );
-    claim(
-        "WorkingSet slow allocs/1k I/O <= 1/5 of Fixed{32}'s".into(),
-        w <= f / 5.0,
-        format!("{w:.4} vs {f:.4}"),
-    );
+    if steady {
+        claim(
+            "WorkingSet slow allocs/1k I/O <= 1/5 of Fixed{32}'s".into(),
+            w <= f / 5.0,
+            format!("{w:.4} vs {f:.4}"),
+        );
+    } else {
+        // Shorter runs end inside the start-up transient (the vCPUs start in phase and
+        // drift apart over tens of simulated seconds): every growing depot is still
+        // filling from the source, so only "never worse" is a property at that scale.
+        claim(
+            format!(
+                "WorkingSet slow allocs/1k I/O <= Fixed{{32}}'s (1/5 is checked from --seconds {STEADY_SECONDS})"
+            ),
+            w <= f,
+            format!("{w:.4} vs {f:.4}"),
+        );
+    }
     claim(
         "WorkingSet slow allocs/1k I/O within 25% of the never-trimmed depot's".into(),
         (w - n).abs() <= 0.25 * n,

@@ -2,6 +2,10 @@
 
 use clap::Parser;
 
+/// Simulated seconds of load from which the steady-state claim (WorkingSet's slow-path
+/// rate at most 1/5 of Fixed{32}'s) is checked: the default length.
+pub const STEADY_SECONDS: f64 = 60.0;
+
 /// The seed scenario: 256 vCPUs submit 4 KiB reads, 16 IRQ CPUs complete them in batches.
 #[derive(Parser, Debug, Clone)]
 #[command(about, long_about = None)]
@@ -41,7 +45,7 @@ pub struct Scenario {
     pub one_per_tick_ms: u64,
     /// Trim period(s) of Dynamic{WorkingSet} in simulated ms, comma-separated; the first
     /// is the one the checks use, the others are extra rows to compare intervals.
-    #[arg(long, value_delimiter = ',', default_value = "1000")]
+    #[arg(long, value_delimiter = ',', default_value = "2000")]
     pub working_set_ms: Vec<u64>,
     /// Full magazines trimming leaves in a Dynamic depot [default: cpus].
     #[arg(long)]

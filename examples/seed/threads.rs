@@ -17,7 +17,6 @@ use rand::{Rng, SeedableRng};
 
 use crate::contender::{millis, Contender, Role};
 use crate::scenario::Scenario;
-use crate::source::CountingIds;
 use crate::workload::{irq_cpus, IrqGroup};
 
 /// What one policy did on real threads, between the end of the warm-up and the end of
@@ -64,17 +63,31 @@ pub fn compare(scenario: &Scenario, contenders: &[Contender], threads: usize) ->
     let groups = irq_cpus(scenario).count();
     let threads = threads.clamp(1, groups);
     eprintln!(
-        "{threads} threads, {groups} IRQ groups, source: counting id allocator, {} I/Os per policy",
+        "{threads} threads, {groups} IRQ groups, {} I/Os per policy, source: {SOURCE}",
         scenario.total_ios()
     );
     let results: Vec<Throughput> = contenders
         .iter()
         .map(|c| {
-            let cache = Cache::with_config(CountingIds::default(), c.config(scenario));
+            let cache = Cache::with_config(new_source(), c.config(scenario));
             run(scenario, c, &cache, threads)
         })
         .collect();
     table(contenders, &results)
+}
+
+#[cfg(feature = "iova")]
+const SOURCE: &str = "the IOVA domain's range tree (magazine::iova)";
+#[cfg(feature = "iova")]
+fn new_source() -> crate::source::IovaTree {
+    crate::source::IovaTree::new()
+}
+
+#[cfg(not(feature = "iova"))]
+const SOURCE: &str = "the counting id allocator (built without the iova feature)";
+#[cfg(not(feature = "iova"))]
+fn new_source() -> crate::source::CountingIds {
+    crate::source::CountingIds::default()
 }
 
 /// The load of one policy on `threads` threads, then the in-flight I/Os complete.
