@@ -14,12 +14,12 @@ use crate::sync::{AtomicBool, Backoff, Ordering, UnsafeCell};
 pub(crate) struct Slot<T> {
     /// Who may touch `magazines`.
     ///
-    /// | value | meaning | transition                                                    |
-    /// |-------|---------|---------------------------------------------------------------|
-    /// | false | free    | any thread: `swap(true, Acquire)` returns false -> it owns it |
-    /// | true  | owned   | the owner only: `store(false, Release)` when it is done       |
+    /// | value | meaning | transition                                                        |
+    /// |-------|---------|-------------------------------------------------------------------|
+    /// | false | free    | any thread: `compare_exchange(false, true, Acquire)` -> it owns it |
+    /// | true  | owned   | the owner only: `store(false, Release)` when it is done           |
     ///
-    /// The Release store publishes the owner's writes to the magazines; the Acquire swap of
+    /// The Release store publishes the owner's writes to the magazines; the Acquire CAS of
     /// the next owner receives them.
     owned: AtomicBool,
     magazines: UnsafeCell<MagazinePair<T>>,
@@ -47,11 +47,14 @@ impl<T> Slot<T> {
     /// Takes the slot if nobody owns it. Never waits.
     #[inline]
     pub(crate) fn try_take(&self) -> Option<SlotGuard<'_, T>> {
-        if self.owned.swap(true, Ordering::Acquire) {
-            None
-        } else {
-            Some(SlotGuard { slot: self })
-        }
+        // A CAS rather than `swap(true)`: a busy miss then writes nothing. Same semantics
+        // (Acquire on success; a miss needs no synchronisation), and loom 0.7 checks it
+        // soundly: it lets a plain store slip between the read and the write of a
+        // concurrent `swap` (tokio-rs/loom#254), which shows a released slot as taken.
+        self.owned
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| SlotGuard { slot: self })
     }
 
     /// Takes the slot, waiting for its owner to finish. Only for `flush_cpu` and `flush`,

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Mutation check of the model-check suites: builds `magazine` with one known bug at a time
+# (a `cfg(magazine_mutant = "...")` twin in src/) and runs the loom suite (fast mode,
+# bound 2 then 3) and the shuttle suite against it, each stopping at its first failure.
+# Every mutant must be caught by at least one checker; the table says which checker caught
+# it, with which scenario, after how many seconds of checking (build time excluded), and
+# which checker it escaped.
+#
+#   loom-tests/mutants.sh [mutant...]      (default: all)
+#
+# A mutant by hand, e.g.:
+#   RUSTFLAGS='--cfg loom --cfg magazine_mutant="trim_no_recheck"' \
+#     CARGO_TARGET_DIR=target/loom-mutant cargo test --release -p magazine-loom-tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+TARGET=${MODEL_TARGET_ROOT:-target}
+ALL=(
+  slot_release_relaxed        # slot hand-back store Release -> Relaxed
+  pop_relink_without_epoch    # popped node re-linked by the next push, no epoch
+  trim_no_recheck             # trim pops its count without re-checking the target
+  local_drop_forgets_previous # LocalCache drop loses its previous magazine
+  busy_slot_waits             # the busy-slot path waits for the owner
+  fixed_cap_load_then_push    # Fixed overflow: load the length, then push
+)
+if [ $# -gt 0 ]; then MUTANTS=("$@"); else MUTANTS=("${ALL[@]}"); fi
+WRAPPER=$PWD/loom-tests/mutant-rustc.sh
+PER_TEST_TIMEOUT=${MUTANT_TEST_TIMEOUT:-300}
+SHUTTLE_ITERATIONS=${SHUTTLE_ITERATIONS:-10000}
+export SHUTTLE_ITERATIONS
+
+# build <checker> <mutant>: prints the path of the test binary built with the mutant.
+build() {
+  local checker=$1 mutant=$2 log flags=() rustflags=
+  log=$(mktemp)
+  case $checker in
+    loom) rustflags="--cfg loom" ;;
+    shuttle) flags=(--features shuttle) ;;
+  esac
+  export CARGO_TARGET_DIR=$TARGET/mutants-$checker
+  # The wrapper's cfg is not part of cargo's fingerprint: rebuild the crate explicitly.
+  cargo clean --release -p magazine >/dev/null 2>&1 || true
+  if ! RUSTFLAGS=$rustflags RUSTC_WRAPPER=$WRAPPER MAGAZINE_MUTANT=$mutant \
+    cargo test --release -p magazine-loom-tests --no-run "${flags[@]}" >"$log" 2>&1; then
+    cat "$log" >&2; return 1
+  fi
+  sed -n "s|.*Executable tests/$checker.rs (\(.*\))|\1|p" "$log" | tail -n 1
+  rm -f "$log"
+}
+
+# hunt <checker> <binary>: runs the suite until the first failure. Prints
+# "caught <test> <seconds> <first line of the panic>" or "escaped - <seconds>".
+hunt() {
+  local checker=$1 binary=$2 start=$SECONDS settings test setting log status
+  case $checker in
+    loom) settings=(LOOM_MAX_PREEMPTIONS=2 LOOM_MAX_PREEMPTIONS=3) ;;
+    shuttle) settings=(SHUTTLE_ITERATIONS="$SHUTTLE_ITERATIONS") ;;
+  esac
+  mapfile -t tests < <("$binary" --list 2>/dev/null | sed -n 's/: test$//p')
+  log=$(mktemp)
+  for setting in "${settings[@]}"; do
+    for test in "${tests[@]}"; do
+      status=0
+      env "$setting" timeout "$PER_TEST_TIMEOUT" "$binary" --exact "$test" --test-threads=1 \
+        >"$log" 2>&1 || status=$?
+      if [ "$status" -ne 0 ]; then
+        local why
+        if [ "$status" -eq 124 ]; then
+          why="timed out after ${PER_TEST_TIMEOUT}s"
+        else
+          why=$(grep -m1 -A1 'panicked at' "$log" | tail -n 1 | cut -c1-90)
+          [ -n "$why" ] || why="exit status $status"
+        fi
+        echo "caught $test/${setting#*=} $((SECONDS - start)) $why"
+        rm -f "$log"
+        return
+      fi
+    done
+  done
+  rm -f "$log"
+  echo "escaped - $((SECONDS - start))"
+}
+
+report=$TARGET/mutants.md
+mkdir -p "$TARGET"
+{
+  echo "| mutant | loom (fast, bound 2 then 3) | shuttle ($SHUTTLE_ITERATIONS iterations) | first panic |"
+  echo "|---|---|---|---|"
+} >"$report"
+failed=0
+for mutant in "${MUTANTS[@]}"; do
+  echo "--- mutant $mutant"
+  row="| \`$mutant\` |"
+  caught=0
+  why_any=
+  for checker in loom shuttle; do
+    binary=$(build "$checker" "$mutant")
+    read -r verdict test seconds why < <(hunt "$checker" "$binary")
+    echo "  $checker: $verdict $test in ${seconds}s ${why:-}"
+    if [ "$verdict" = caught ]; then
+      caught=1
+      row="$row caught by \`$test\` in ${seconds} s |"
+      [ -n "$why_any" ] || why_any="$checker: ${why:-}"
+    else
+      row="$row escaped (whole suite, ${seconds} s) |"
+    fi
+  done
+  echo "$row ${why_any//|/\\|} |" >>"$report"
+  if [ "$caught" -eq 0 ]; then
+    echo "  MUTANT $mutant ESCAPED EVERY CHECKER"
+    failed=1
+  fi
+done
+echo
+cat "$report"
+exit "$failed"

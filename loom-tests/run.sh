@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The model-check suites of `magazine` (see loom-tests/README.md). This is what CI calls.
+#
+#   loom-tests/run.sh fast          loom, --cfg loom: every scenario at preemption bounds 2 and 3
+#   loom-tests/run.sh full          loom, --cfg loom --cfg crossbeam_loom: scenarios 1-3, bound 2
+#   loom-tests/run.sh shuttle       shuttle: PCT (depth 3) + random, SHUTTLE_ITERATIONS (1000) each; DFS
+#   loom-tests/run.sh shuttle-long  the same with 100000 iterations (opt-in, hours)
+#   loom-tests/run.sh mutants       loom-tests/mutants.sh: every mutant must be caught
+#   loom-tests/run.sh all           fast, full, shuttle, mutants (CI)
+#
+# Loom tests run one per process (`--exact`, `--test-threads=1`): with crossbeam_loom a
+# failing assertion aborts the whole binary, so this is how the first panic gets reported.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+TARGET=${MODEL_TARGET_ROOT:-target}
+
+# build_test_binary <name of the tests/ file> <cargo args...>: builds, prints the binary's path.
+build_test_binary() {
+  local name=$1; shift
+  local log
+  log=$(mktemp)
+  if ! cargo test --release -p magazine-loom-tests --no-run "$@" >"$log" 2>&1; then
+    cat "$log" >&2; rm -f "$log"; return 1
+  fi
+  sed -n "s|.*Executable tests/$name.rs (\(.*\))|\1|p" "$log" | tail -n 1
+  rm -f "$log"
+}
+
+# run_each <binary> <env assignment> <test>...: one process per test; stops at the first
+# failure and prints its first panic.
+run_each() {
+  local binary=$1 setting=$2; shift 2
+  local test start log
+  for test in "$@"; do
+    start=$SECONDS
+    log=$(mktemp)
+    if env "$setting" "$binary" --exact "$test" --test-threads=1 --nocapture >"$log" 2>&1; then
+      printf '  ok    %-32s %-26s %4ss  %s\n' "$test" "$setting" "$((SECONDS - start))" \
+        "$(grep -o -m1 'loom: [0-9]* executions\|shuttle dfs.*' "$log" || true)"
+      rm -f "$log"
+    else
+      printf '  FAIL  %-32s %-26s %4ss\n' "$test" "$setting" "$((SECONDS - start))"
+      grep -m1 -A6 'panicked at' "$log" || tail -n 20 "$log"
+      echo "  (full log: $log)"
+      return 1
+    fi
+  done
+}
+
+list_tests() { "$1" --list 2>/dev/null | sed -n 's/: test$//p'; }
+
+fast() {
+  local binary
+  binary=$(CARGO_TARGET_DIR=$TARGET/loom RUSTFLAGS="--cfg loom" build_test_binary loom)
+  mapfile -t tests < <(list_tests "$binary")
+  echo "loom fast: ${#tests[@]} tests, bound 2"
+  run_each "$binary" LOOM_MAX_PREEMPTIONS=2 "${tests[@]}"
+  echo "loom fast: ${#tests[@]} tests, bound 3"
+  run_each "$binary" LOOM_MAX_PREEMPTIONS=3 "${tests[@]}"
+}
+
+# Scenarios 1-3 (the depot: push/pop, ABA, growth, shrink) with loom inside crossbeam-epoch
+# too. Each has at most two threads that pin.
+FULL_TESTS=(depot_push_pop depot_aba depot_growth depot_shrink_working_set depot_shrink_one_per_tick)
+
+full() {
+  local binary
+  binary=$(CARGO_TARGET_DIR=$TARGET/loom-full RUSTFLAGS="--cfg loom --cfg crossbeam_loom" \
+    build_test_binary loom)
+  echo "loom full (crossbeam_loom): ${#FULL_TESTS[@]} tests, bound 2"
+  run_each "$binary" LOOM_MAX_PREEMPTIONS=2 "${FULL_TESTS[@]}"
+}
+
+shuttle() {
+  local iterations=${1:-${SHUTTLE_ITERATIONS:-1000}} binary
+  binary=$(CARGO_TARGET_DIR=$TARGET/shuttle build_test_binary shuttle --features shuttle)
+  mapfile -t tests < <(list_tests "$binary")
+  echo "shuttle: ${#tests[@]} tests, $iterations iterations per scheduler"
+  run_each "$binary" SHUTTLE_ITERATIONS="$iterations" "${tests[@]}"
+}
+
+timed() {
+  local start=$SECONDS
+  echo "=== $1"
+  "$@"
+  echo "=== $1: ok in $((SECONDS - start)) s"
+}
+
+case ${1:-all} in
+  fast) timed fast ;;
+  full) timed full ;;
+  shuttle) timed shuttle ;;
+  shuttle-long) timed shuttle 100000 ;;
+  mutants) timed bash loom-tests/mutants.sh ;;
+  all)
+    timed fast
+    timed full
+    timed shuttle
+    timed bash loom-tests/mutants.sh
+    ;;
+  *) echo "usage: $0 [fast|full|shuttle|shuttle-long|mutants|all]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,515 @@
+//! The scenarios, each written once and run by both checkers (see `tests/`). Each names
+//! the DESIGN.md invariant it checks; each ends, when quiescent, by asserting
+//! conservation (invariant 1: the tracking source gets every item back exactly once) and
+//! that the counted depot lengths, which `Stats` reports, equal the linked ones
+//! (invariant 5).
+//!
+//! Configurations are tiny (magazines of 1-2 items, 1-2 slots) so that every magazine
+//! exchange, overflow and trim happens within a handful of operations.
+
+use std::sync::Arc;
+
+use magazine::model::Depot;
+use magazine::{Cache, Config, DepotPolicy, Options, Trim};
+
+use crate::checker::{join_all, spawn, Scale};
+use crate::tracker::{assert_conserved, Item, TrackedCache, Tracker};
+
+fn config(magazine_size: usize, cpus: usize, depot: DepotPolicy) -> Config {
+    Config {
+        magazine_size,
+        cpus,
+        depot,
+        ..Config::default()
+    }
+}
+
+fn dynamic(target: usize, trim: Trim) -> DepotPolicy {
+    DepotPolicy::Dynamic { target, trim }
+}
+
+fn cache(tracker: &Arc<Tracker>, config: Config) -> Arc<TrackedCache> {
+    Arc::new(Cache::with_config(Arc::clone(tracker), config))
+}
+
+/// The quiescent end of a cache scenario: every model thread has joined and returned its
+/// items.
+fn finish_cache(cache: Arc<TrackedCache>, tracker: &Tracker) {
+    let cache = Arc::try_unwrap(cache).unwrap_or_else(|_| panic!("a model thread kept the cache"));
+    assert_conserved(cache, tracker);
+}
+
+/// The quiescent end of a raw depot scenario: lengths (invariant 5), then every item
+/// held or in the depot goes home exactly once (invariant 1).
+fn finish_depot(depot: Arc<Depot<Item>>, tracker: &Tracker, held: impl IntoIterator<Item = Item>) {
+    assert_eq!(
+        depot.counted(),
+        depot.linked(),
+        "counted != linked (full, empty)"
+    );
+    tracker.give(held);
+    while let Some(items) = depot.pop_full() {
+        tracker.give(items);
+    }
+    tracker.assert_all_home();
+}
+
+/// Scenario 1a. Invariants 1, 2, 5. Each thread pushes a full magazine and pops one: in a
+/// linearizable stack that pop cannot find the depot empty.
+pub fn depot_push_pop(scale: Scale) {
+    let tracker = Tracker::new(scale.threads * scale.rounds);
+    let depot = Arc::new(Depot::new(
+        &config(1, 1, dynamic(0, Trim::WorkingSet)),
+        &Options::default(),
+    ));
+    let handles = (0..scale.threads)
+        .map(|_| {
+            let depot = Arc::clone(&depot);
+            let mut items = tracker.take(scale.rounds);
+            spawn(move || {
+                let mut held = Vec::new();
+                for item in items.drain(..) {
+                    depot
+                        .push_full(vec![item])
+                        .expect("a dynamic depot takes every magazine");
+                    held.extend(depot.pop_full().expect("popped after our own push"));
+                }
+                held
+            })
+        })
+        .collect();
+    let held = join_all(handles).into_iter().flatten();
+    finish_depot(depot, &tracker, held);
+}
+
+/// Scenario 1b, the ABA shape. Invariant 2 (no ABA), and 1. Three parties around two
+/// magazines: A pops (its read of `head` and `head.next` may go stale), B pops twice, C
+/// pushes. If a popped node could be re-linked by C's push before A's CAS (no epoch),
+/// A's stale CAS would succeed and re-link B's second node, whose magazine B already has.
+/// At the shuttle scale, further threads pop a magazine and push it back.
+pub fn depot_aba(scale: Scale) {
+    let tracker = Tracker::new(3);
+    let depot = Arc::new(Depot::new(
+        &config(1, 1, dynamic(0, Trim::WorkingSet)),
+        &Options::default(),
+    ));
+    for item in tracker.take(2) {
+        depot.push_full(vec![item]).unwrap();
+    }
+    let pushed = tracker.take(1);
+    let a = {
+        let depot = Arc::clone(&depot);
+        spawn(move || depot.pop_full().unwrap_or_default())
+    };
+    let b = {
+        let depot = Arc::clone(&depot);
+        spawn(move || {
+            let mut held = depot.pop_full().unwrap_or_default();
+            held.extend(depot.pop_full().unwrap_or_default());
+            held
+        })
+    };
+    let c = {
+        let depot = Arc::clone(&depot);
+        spawn(move || {
+            depot.push_full(pushed).unwrap();
+            Vec::new()
+        })
+    };
+    let mut handles = vec![a, b, c];
+    // At the shuttle scale, more parties pop a magazine and push it back.
+    for _ in 3..scale.threads.max(3) {
+        let depot = Arc::clone(&depot);
+        handles.push(spawn(move || {
+            for _ in 0..scale.rounds {
+                if let Some(items) = depot.pop_full() {
+                    depot.push_full(items).unwrap();
+                }
+            }
+            Vec::new()
+        }));
+    }
+    let held = join_all(handles).into_iter().flatten();
+    finish_depot(depot, &tracker, held);
+}
+
+/// Scenario 2, growth. Invariants 1, 4 (the peak is real), 5. `threads` pushers give full
+/// magazines (of two items) to a `Dynamic` depot while one thread pops.
+pub fn depot_growth(scale: Scale) {
+    let pushes = scale.threads * scale.rounds;
+    let tracker = Tracker::new(2 * pushes);
+    let depot = Arc::new(Depot::new(
+        &config(2, 1, dynamic(0, Trim::WorkingSet)),
+        &Options::default(),
+    ));
+    let mut handles: Vec<_> = (0..scale.threads)
+        .map(|_| {
+            let depot = Arc::clone(&depot);
+            let mut items = tracker.take(2 * scale.rounds);
+            spawn(move || {
+                while !items.is_empty() {
+                    let magazine: Vec<Item> = items.drain(..2).collect();
+                    depot.push_full(magazine).expect("a dynamic depot grows");
+                }
+                Vec::new()
+            })
+        })
+        .collect();
+    let popper = {
+        let depot = Arc::clone(&depot);
+        spawn(move || {
+            let mut held = Vec::new();
+            for _ in 0..scale.rounds {
+                held.extend(depot.pop_full().unwrap_or_default());
+            }
+            held
+        })
+    };
+    handles.push(popper);
+    let held: Vec<Item> = join_all(handles).into_iter().flatten().collect();
+    let (full, _) = depot.linked();
+    assert!(depot.peak() >= full, "peak below the final length");
+    assert!(
+        depot.peak() <= pushes,
+        "peak above the magazines ever pushed"
+    );
+    assert_eq!(
+        full * 2 + held.len(),
+        2 * pushes,
+        "a magazine lost or doubled"
+    );
+    finish_depot(depot, &tracker, held);
+}
+
+/// Scenario 3, shrink: `trim()` (twice) racing with threads that pop a full magazine and
+/// push it back. Invariants 1, 4, 5. The depot starts with two full magazines over a
+/// target of one, and the cyclers never add a magazine, so no trim may release more than
+/// one (a trim re-checks the target before each pop). After the load stops, repeated
+/// trims bring the depot to the target.
+pub fn depot_shrink(trim: Trim, scale: Scale) {
+    const TARGET: usize = 1;
+    const PRELOAD: usize = 2;
+    let cyclers = scale.threads - 1;
+    let tracker = Tracker::new(PRELOAD);
+    let depot = Arc::new(Depot::new(
+        &config(1, 1, dynamic(TARGET, trim)),
+        &Options::default(),
+    ));
+    for item in tracker.take(PRELOAD) {
+        depot.push_full(vec![item]).unwrap();
+    }
+    depot.push_empty(1);
+    if trim == Trim::WorkingSet {
+        // Start the working-set interval at the preloaded length.
+        assert_eq!(depot.trim(drop), 0, "a first trim only starts the interval");
+    }
+    let trimmer = {
+        let depot = Arc::clone(&depot);
+        spawn(move || {
+            let mut released = Vec::new();
+            for _ in 0..scale.rounds.max(2) {
+                depot.trim(|items| released.extend(items));
+            }
+            released
+        })
+    };
+    let mut handles: Vec<_> = (0..cyclers)
+        .map(|_| {
+            let depot = Arc::clone(&depot);
+            spawn(move || {
+                for _ in 0..scale.rounds {
+                    if let Some(items) = depot.pop_full() {
+                        depot.push_full(items).unwrap();
+                    }
+                }
+                Vec::new()
+            })
+        })
+        .collect();
+    handles.insert(0, trimmer);
+    let mut results = join_all(handles);
+    let released = std::mem::take(&mut results[0]);
+    assert!(
+        released.len() <= PRELOAD - TARGET,
+        "trim released {} magazines, below the target",
+        released.len()
+    );
+    tracker.give(released);
+    for _ in 0..3 {
+        depot.trim(|items| tracker.give(items));
+    }
+    assert!(
+        depot.counted().0 <= TARGET,
+        "repeated trims left the depot above target"
+    );
+    finish_depot(depot, &tracker, Vec::new());
+}
+
+/// Scenario 4, `Fixed` overflow. Invariants 1, 4 (the cap is hard), 5. Every thread's
+/// slot is full (loaded and previous), so each free spills a full magazine to a depot
+/// capped at one: at most one is kept, every other goes to the source exactly once.
+pub fn fixed_overflow(scale: Scale) {
+    const CAP: usize = 1;
+    let cpus = scale.threads;
+    let frees = scale.threads * scale.rounds;
+    let tracker = Tracker::new(2 * cpus + frees);
+    let cache = cache(
+        &tracker,
+        config(1, cpus, DepotPolicy::Fixed { max_full: CAP }),
+    );
+    for cpu in 0..cpus {
+        for item in tracker.take(2) {
+            cache.free_on(cpu, item);
+        }
+    }
+    let handles = (0..scale.threads)
+        .map(|cpu| {
+            let cache = Arc::clone(&cache);
+            let items = tracker.take(scale.rounds);
+            spawn(move || {
+                for item in items {
+                    cache.free_on(cpu, item);
+                }
+            })
+        })
+        .collect();
+    join_all(handles);
+    let stats = cache.stats();
+    assert!(
+        stats.depot_full <= CAP,
+        "depot above its Fixed cap: {stats:?}"
+    );
+    assert!(
+        stats.depot_peak <= CAP,
+        "depot peak above its Fixed cap: {stats:?}"
+    );
+    if scale.rounds == 1 {
+        // One spill per slot; with magazines of one item, one item per refused magazine.
+        assert_eq!(stats.source_frees as usize, cpus - CAP, "{stats:?}");
+    }
+    finish_cache(cache, &tracker);
+}
+
+/// Scenario 5a: threads share one CPU slot (magazines of two items). Invariants 1, 3: a
+/// slot handed from one owner to the next carries its magazines' contents with it (the
+/// Release store of the hand-back, the Acquire CAS of the take); a busy slot is a miss.
+pub fn slot_shared(scale: Scale) {
+    let tracker = Tracker::new(1 + scale.threads);
+    let cache = cache(&tracker, config(2, 1, dynamic(0, Trim::WorkingSet)));
+    cache.free_on(0, tracker.take(1).pop().unwrap());
+    let handles = (0..scale.threads)
+        .map(|_| {
+            let cache = Arc::clone(&cache);
+            spawn(move || {
+                for _ in 0..scale.rounds {
+                    // `None` is legitimate: the other items may all sit in the slot
+                    // while another thread holds it (exhaustion skips a busy slot).
+                    if let Some(item) = cache.alloc_on(0) {
+                        cache.free_on(0, item);
+                    }
+                }
+            })
+        })
+        .collect();
+    join_all(handles);
+    finish_cache(cache, &tracker);
+}
+
+/// Scenario 5b: the busy-slot path is a miss, never a wait (invariant 3). Thread A holds
+/// the only slot inside `flush_cpu`, whose call to the source does not return until the
+/// other threads have each finished an `alloc`/`free` pair on that slot. If the busy path
+/// waited for the owner, nobody could finish: loom reports a livelock (its branch limit),
+/// shuttle its step limit.
+pub fn slot_busy_is_a_miss(scale: Scale) {
+    let workers = scale.threads - 1;
+    let tracker = Tracker::gated(1 + workers);
+    let cache = cache(&tracker, config(1, 1, dynamic(0, Trim::WorkingSet)));
+    cache.free_on(0, tracker.take(1).pop().unwrap());
+    let flusher = {
+        let cache = Arc::clone(&cache);
+        let tracker = Arc::clone(&tracker);
+        spawn(move || {
+            tracker.gate_this_thread();
+            cache.flush_cpu(0);
+        })
+    };
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let cache = Arc::clone(&cache);
+            let tracker = Arc::clone(&tracker);
+            let done = Arc::clone(&done);
+            spawn(move || {
+                let item = cache.alloc_on(0).expect("the pool has an item per worker");
+                cache.free_on(0, item);
+                if done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 == workers {
+                    tracker.open();
+                }
+            })
+        })
+        .collect();
+    handles.push(flusher);
+    join_all(handles);
+    finish_cache(cache, &tracker);
+}
+
+/// Scenario 6: `flush_cpu` racing with alloc/free on that slot. Invariants 1, 5: the
+/// flush returns what the slot holds when it takes it, the others keep theirs.
+pub fn flush_cpu_race(scale: Scale) {
+    let workers = scale.threads - 1;
+    let tracker = Tracker::new(2 + workers);
+    let cache = cache(&tracker, config(2, 1, dynamic(0, Trim::WorkingSet)));
+    for item in tracker.take(2) {
+        cache.free_on(0, item);
+    }
+    let mut handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let cache = Arc::clone(&cache);
+            spawn(move || {
+                for _ in 0..scale.rounds {
+                    // `None` is legitimate: the other items may all sit in the slot
+                    // while another thread holds it (exhaustion skips a busy slot).
+                    if let Some(item) = cache.alloc_on(0) {
+                        cache.free_on(0, item);
+                    }
+                }
+            })
+        })
+        .collect();
+    let flusher = {
+        let cache = Arc::clone(&cache);
+        spawn(move || {
+            for _ in 0..scale.rounds.min(2) {
+                cache.flush_cpu(0);
+            }
+        })
+    };
+    handles.push(flusher);
+    join_all(handles);
+    finish_cache(cache, &tracker);
+}
+
+/// Scenario 7: a `LocalCache` is dropped, with items in both its loaded and previous
+/// magazines, while other threads pop the depot through slot 0. Invariant 1 (a handle's
+/// magazines go to the depot whole, none forgotten), 5.
+pub fn local_drop_race(scale: Scale) {
+    let workers = scale.threads - 1;
+    let tracker = Tracker::new(2 + workers);
+    let cache = cache(&tracker, config(1, 1, dynamic(0, Trim::WorkingSet)));
+    let owner = {
+        let cache = Arc::clone(&cache);
+        spawn(move || {
+            let mut local = cache.local();
+            // Usually both succeed, and the two frees leave one item in loaded and one in
+            // previous; `None` is legitimate when the other items sit in a busy slot.
+            let items: Vec<_> = (0..2).filter_map(|_| local.alloc()).collect();
+            for item in items {
+                local.free(item);
+            }
+            drop(local);
+        })
+    };
+    let mut handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let cache = Arc::clone(&cache);
+            spawn(move || {
+                for _ in 0..scale.rounds {
+                    if let Some(item) = cache.alloc_on(0) {
+                        cache.free_on(0, item);
+                    }
+                }
+            })
+        })
+        .collect();
+    handles.push(owner);
+    join_all(handles);
+    finish_cache(cache, &tracker);
+}
+
+/// Scenario 8: exhaustion. An `alloc` finds its slot and the depot empty and the source
+/// exhausted, so it flushes every slot it can take and retries, while another thread
+/// frees into the slot being flushed. Invariants 1, 3 (a busy slot is skipped), 5.
+pub fn exhaustion_retry(scale: Scale) {
+    let cpus = 2;
+    let tracker = Tracker::new(scale.threads);
+    let cache = cache(&tracker, config(1, cpus, dynamic(0, Trim::WorkingSet)));
+    let mut items = tracker.take(scale.threads);
+    // One item cached on slot 1, the others held by the freeing threads; the source is empty.
+    cache.free_on(1, items.pop().unwrap());
+    let handles: Vec<_> = items
+        .into_iter()
+        .map(|item| {
+            let cache = Arc::clone(&cache);
+            spawn(move || cache.free_on(1, item))
+        })
+        .collect();
+    let allocator = {
+        let cache = Arc::clone(&cache);
+        spawn(move || {
+            let mut misses = 0;
+            for _ in 0..scale.rounds.min(2) {
+                match cache.alloc_on(0) {
+                    Some(item) => cache.free_on(1, item),
+                    None => misses += 1,
+                }
+            }
+            misses
+        })
+    };
+    let misses = allocator.join().expect("the allocator panicked");
+    join_all(handles);
+    let flushes = cache.stats().exhaustion_flushes;
+    assert!(misses == 0 || flushes >= 1, "an alloc failed without flushing");
+    if scale.threads == 2 {
+        // Two items: one in slot 1, one in a freeing thread's hands, whose free fills
+        // slot 1 without reaching the depot. The allocator's first alloc must flush.
+        assert!(flushes >= 1, "the source and depot were empty: {flushes}");
+    }
+    finish_cache(cache, &tracker);
+}
+
+/// Scenario 9: empty-magazine recycling (pop an empty, push it back, as a spill and a
+/// refill do) racing with a trim that frees the empty magazines unused for the interval,
+/// and with a full magazine cycling. Invariants 4 (the empty cap), 5, 1.
+pub fn depot_empty_recycling(scale: Scale) {
+    const MAX_EMPTY: usize = 1;
+    let tracker = Tracker::new(1);
+    let mut options = Options::default();
+    options.max_empty = Some(MAX_EMPTY);
+    let depot = Arc::new(Depot::new(
+        &config(1, 1, dynamic(0, Trim::WorkingSet)),
+        &options,
+    ));
+    depot.push_empty(1);
+    depot.push_empty(1); // refused: over the cap, freed
+    depot.push_full(tracker.take(1)).unwrap();
+    depot.trim(drop); // starts the interval (releases nothing: the low-water mark was 0)
+    let trimmer = {
+        let depot = Arc::clone(&depot);
+        spawn(move || {
+            let mut released = Vec::new();
+            depot.trim(|items| released.extend(items));
+            released
+        })
+    };
+    let mut handles: Vec<_> = (0..scale.threads - 1)
+        .map(|_| {
+            let depot = Arc::clone(&depot);
+            spawn(move || {
+                let mut held = Vec::new();
+                for _ in 0..scale.rounds {
+                    let capacity = depot.pop_empty().unwrap_or(1);
+                    if let Some(items) = depot.pop_full() {
+                        held.extend(items);
+                    }
+                    depot.push_empty(capacity);
+                }
+                held
+            })
+        })
+        .collect();
+    handles.push(trimmer);
+    let held: Vec<Item> = join_all(handles).into_iter().flatten().collect();
+    assert!(depot.linked().1 <= MAX_EMPTY, "empty stack above its cap");
+    finish_depot(depot, &tracker, held);
+}
