@@ -33,7 +33,7 @@ pub struct Stats {
     pub alloc_hits: u64,
     /// Frees served by a loaded or previous magazine.
     pub free_hits: u64,
-    /// Full magazines taken from the depot.
+    /// Full magazines taken from the depot (by a slot, a handle, `trim` or a flush).
     pub depot_pops: u64,
     /// Full magazines given to the depot.
     pub depot_pushes: u64,
