@@ -15,7 +15,6 @@ fn config(cpus: usize, magazine_size: usize, depot: DepotPolicy) -> Config {
         magazine_size,
         cpus,
         depot,
-        ..Config::default()
     }
 }
 

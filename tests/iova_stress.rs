@@ -58,7 +58,6 @@ fn stress(depot: DepotPolicy) {
         magazine_size: 8,
         cpus: PRODUCERS + CONSUMERS,
         depot,
-        ..Config::default()
     };
     // 4 KiB pages: the 32-bit boundary is pfn 1 << 20. About 4096 pages below it and
     // 4096 above, for a few hundred ranges in flight: allocation often fails until the

@@ -9,7 +9,7 @@ use super::error::{CheckError, IovaError};
 use super::live::{LiveTable, Take};
 use super::range::{Iova, Kind, RangeTree, Ranges};
 use super::rcache::{order_of, ClassSource, IOVA_RANGE_CACHE_MAX_SIZE};
-use crate::{Cache, Config, DepotPolicy, Stats, Trim};
+use crate::{Cache, Config, DepotPolicy, Options, Stats, Trim};
 
 /// An IOVA allocator for one IOMMU domain, compatible with Linux's `drivers/iommu/iova.c`.
 ///
@@ -68,6 +68,8 @@ pub struct IovaDomain {
     rcaches: Box<[Cache<ClassSource>]>,
     live: LiveTable,
     exhaustion_flushes: AtomicU64,
+    /// Picks the slot of `alloc_fast`/`free_fast` ([`Options::current_cpu`]).
+    current_cpu: fn() -> usize,
 }
 
 /// A snapshot of an [`IovaDomain`]'s counters, from [`IovaDomain::stats`].
@@ -138,6 +140,17 @@ impl IovaDomain {
     /// If `granule` is not a power of two, or `config.magazine_size` or `config.cpus`
     /// is 0.
     pub fn with_config(granule: u64, start_pfn: u64, config: Config) -> Self {
+        Self::with_options(granule, start_pfn, config, Options::default())
+    }
+
+    /// [`with_config`](Self::with_config) with [`Options`] for every size class's cache
+    /// (e.g. `current_cpu`, which also picks the slot of
+    /// [`alloc_fast`](Self::alloc_fast) and [`free_fast`](Self::free_fast)).
+    ///
+    /// # Panics
+    ///
+    /// As [`with_config`](Self::with_config).
+    pub fn with_options(granule: u64, start_pfn: u64, config: Config, options: Options) -> Self {
         assert!(
             granule.is_power_of_two(),
             "IOVA granule {granule} is not a power of two"
@@ -153,7 +166,7 @@ impl IovaDomain {
                     ranges: Arc::clone(&ranges),
                     order,
                 };
-                Cache::with_config(source, config.clone())
+                Cache::with_options(source, config.clone(), options.clone())
             })
             .collect();
         Self {
@@ -165,6 +178,7 @@ impl IovaDomain {
             rcaches,
             live,
             exhaustion_flushes: AtomicU64::new(0),
+            current_cpu: options.current_cpu.unwrap_or(crate::cpu::current),
         }
     }
 
@@ -302,7 +316,7 @@ impl IovaDomain {
     /// once. `None` on bad input (size 0, limit below `start_pfn`, size larger than the
     /// space) or when nothing fits even then.
     pub fn alloc_fast(&self, size: u64, limit_pfn: u64) -> Option<u64> {
-        self.alloc_fast_on(crate::cpu::current(), size, limit_pfn)
+        self.alloc_fast_on((self.current_cpu)(), size, limit_pfn)
     }
 
     /// [`alloc_fast`](Self::alloc_fast) on the slot of `cpu` (modulo
@@ -367,7 +381,7 @@ impl IovaDomain {
     /// was freed into a magazine already; [`IovaError::NotAllocated`] and
     /// [`IovaError::Reserved`] as for [`free`](Self::free).
     pub fn free_fast(&self, pfn: u64, size: u64) -> Result<(), IovaError> {
-        self.free_fast_on(crate::cpu::current(), pfn, size)
+        self.free_fast_on((self.current_cpu)(), pfn, size)
     }
 
     /// [`free_fast`](Self::free_fast) on the slot of `cpu` (modulo [`Config::cpus`]).

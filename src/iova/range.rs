@@ -318,7 +318,7 @@ impl RangeTree {
     /// Reserves `pfn_lo..=pfn_hi`: the parts not reserved yet become reserved ranges.
     /// Fails, changing nothing, if an allocated range overlaps.
     pub(crate) fn reserve(&mut self, pfn_lo: u64, pfn_hi: u64) -> Result<(), IovaError> {
-        if pfn_lo > pfn_hi || pfn_hi >= ANCHOR {
+        if pfn_lo > pfn_hi || pfn_hi == ANCHOR {
             return Err(IovaError::InvalidRange { pfn_lo, pfn_hi });
         }
         let mut overlapping = self.overlapping(pfn_lo, pfn_hi);
@@ -390,7 +390,7 @@ impl RangeTree {
         let fail = |message: String| Err(CheckError(message));
         let mut previous: Option<Iova> = None;
         for (iova, kind) in self.ranges() {
-            if iova.pfn_lo > iova.pfn_hi || iova.pfn_hi >= ANCHOR {
+            if iova.pfn_lo > iova.pfn_hi || iova.pfn_hi == ANCHOR {
                 return fail(format!("malformed range {iova}"));
             }
             if kind != Kind::Reserved && iova.pfn_lo < self.start_pfn {
