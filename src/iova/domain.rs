@@ -47,11 +47,13 @@ use crate::{Cache, Config, DepotPolicy, Options, Stats, Trim};
 /// assert_eq!(domain.find(iova.pfn_lo + 1), Some(iova));
 /// domain.free(iova.pfn_lo).unwrap();
 ///
-/// // Fast path: rounded up to 4 pages, size-aligned, cached on free.
-/// let pfn = domain.alloc_fast(3, dma_limit).unwrap();
+/// // Fast path: rounded up to 4 pages, size-aligned, cached on free. (`alloc_fast`
+/// // and `free_fast` use the current CPU's slot; `_on` names one, so that this
+/// // example does not depend on which CPU runs it.)
+/// let pfn = domain.alloc_fast_on(0, 3, dma_limit).unwrap();
 /// assert_eq!(pfn % 4, 0);
-/// domain.free_fast(pfn, 3).unwrap();
-/// assert_eq!(domain.alloc_fast(4, dma_limit), Some(pfn), "served by the magazine");
+/// domain.free_fast_on(0, pfn, 3).unwrap();
+/// assert_eq!(domain.alloc_fast_on(0, 4, dma_limit), Some(pfn), "served by the magazine");
 /// domain.free_fast(pfn, 4).unwrap();
 ///
 /// // Bad input is refused and changes nothing.

@@ -55,9 +55,12 @@ pub struct Iova {
 }
 
 impl Iova {
-    /// Number of pages in the range.
+    /// Number of pages in the range (0 for a malformed range with `pfn_hi < pfn_lo`;
+    /// `u64::MAX` for the whole space, one short of the truth).
     pub fn size(&self) -> u64 {
-        self.pfn_hi - self.pfn_lo + 1
+        self.pfn_hi
+            .checked_sub(self.pfn_lo)
+            .map_or(0, |span| span.saturating_add(1))
     }
 
     /// Whether `pfn` lies in the range.
