@@ -224,8 +224,8 @@ impl IovaDomain {
     /// the [module docs](super) for the search), aligned to `size` rounded up to a power
     /// of two when `size_aligned`. Linux `alloc_iova`. `None` on bad input or when no
     /// range fits; [`try_alloc`](Self::try_alloc) says which. Does not flush the caches
-    /// (as Linux); [`alloc_fast`](Self::alloc_fast) does. Limits at or above `u64::MAX`
-    /// mean the whole space.
+    /// (as Linux); [`alloc_fast`](Self::alloc_fast) does. A limit of `u64::MAX` means
+    /// the whole space (the anchor pfn `u64::MAX` itself is never allocated).
     pub fn alloc(&self, size: u64, limit_pfn: u64, size_aligned: bool) -> Option<Iova> {
         self.try_alloc(size, limit_pfn, size_aligned).ok()
     }
@@ -286,9 +286,8 @@ impl IovaDomain {
             Err(IovaError::Overlap { .. }) => {}
             result => return result,
         }
-        // Refuse, changing nothing, if a caller holds a range in the way; otherwise only
-        // magazines hold them (Linux would have reserved over them and later handed
-        // them out): return them to the tree and try again.
+        // Refuse, changing nothing, if a caller holds a range in the way. Otherwise only
+        // magazines hold the ranges in the way: return them to the tree and try again.
         let held = tree
             .overlapping(pfn_lo, pfn_hi)
             .into_iter()
