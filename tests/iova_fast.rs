@@ -433,3 +433,22 @@ fn every_policy_serves_the_same_domain() {
         assert_eq!(domain.stats().allocated_ranges, 0, "{depot:?}");
     }
 }
+
+#[test]
+fn options_current_cpu_picks_the_fast_path_slot() {
+    let mut options = magazine::Options::default();
+    options.current_cpu = Some(|| 1);
+    let domain = IovaDomain::with_options(
+        GRANULE,
+        1,
+        config(2, 8, DepotPolicy::Fixed { max_full: 4 }),
+        options,
+    );
+    let pfn = domain.alloc_fast(2, TOP - 1).unwrap();
+    domain.free_fast(pfn, 2).unwrap();
+    domain.flush_cpu(0);
+    assert!(domain.find(pfn).is_some(), "cached on slot 1, not 0");
+    domain.flush_cpu(1);
+    assert_eq!(domain.find(pfn), None);
+    domain.check().unwrap();
+}
