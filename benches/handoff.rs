@@ -1,0 +1,189 @@
+//! Handoff: producer threads free items, consumer threads allocate what the producers
+//! freed. Items per second, 1 -> 1 and 2 -> 2, 4 -> 4 (4 and 8 threads, oversubscribed on
+//! a 2-core machine).
+//!
+//! Every contender starts empty and moves `iters x BATCH` distinct items per sample; a
+//! consumer that finds nothing yields and retries. For the cache, "nothing" is an
+//! exhausted source: its `alloc` returns `None` after the cache's flush-and-retry, which
+//! also collects what a producer left in its CPU slot. Threads are created and set up
+//! before a barrier; only the work after it is timed (see `common::run_timed`).
+
+mod common;
+
+use std::hint::black_box;
+use std::sync::Mutex;
+use std::thread;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use crossbeam_queue::{ArrayQueue, SegQueue};
+use magazine::Cache;
+
+use common::FreeList;
+
+/// Items moved per criterion iteration.
+const BATCH: u64 = 4096;
+
+/// One way of handing items from producers to consumers.
+trait Channel: Sync {
+    fn put(&self, item: u64);
+    fn take(&self) -> Option<u64>;
+}
+
+impl Channel for Mutex<Vec<u64>> {
+    fn put(&self, item: u64) {
+        self.lock().unwrap().push(item);
+    }
+    fn take(&self) -> Option<u64> {
+        self.lock().unwrap().pop()
+    }
+}
+
+impl Channel for SegQueue<u64> {
+    fn put(&self, item: u64) {
+        self.push(item);
+    }
+    fn take(&self) -> Option<u64> {
+        self.pop()
+    }
+}
+
+/// Bounded: a full queue makes the producer yield.
+impl Channel for ArrayQueue<u64> {
+    fn put(&self, mut item: u64) {
+        while let Err(back) = self.push(item) {
+            item = back;
+            thread::yield_now();
+        }
+    }
+    fn take(&self) -> Option<u64> {
+        self.pop()
+    }
+}
+
+/// The per-CPU front end: each thread uses the slot of the CPU it runs on.
+impl Channel for Cache<FreeList> {
+    fn put(&self, item: u64) {
+        self.free(item);
+    }
+    fn take(&self) -> Option<u64> {
+        self.alloc()
+    }
+}
+
+/// Items of producer `p` of `producers` when `total` items move.
+fn share(p: usize, producers: usize, total: u64) -> std::ops::Range<u64> {
+    let each = total / producers as u64;
+    p as u64 * each..(p as u64 + 1) * each
+}
+
+/// Consumes `count` items through `take`, yielding whenever it finds nothing.
+fn consume(count: u64, mut take: impl FnMut() -> Option<u64>) {
+    let mut got = 0;
+    while got < count {
+        match take() {
+            Some(item) => {
+                black_box(item);
+                got += 1;
+            }
+            None => thread::yield_now(),
+        }
+    }
+}
+
+/// Times one sample of `threads` threads (even indices produce, odd ones consume).
+fn run_channel<C: Channel>(channel: &C, threads: usize, total: u64) -> std::time::Duration {
+    let pairs = threads / 2;
+    common::run_timed(threads, |i, barrier| {
+        let (role, index) = (i % 2, i / 2);
+        let items = share(index, pairs, total);
+        if role == 0 {
+            common::timed(barrier, || {
+                items.for_each(|item| channel.put(black_box(item)))
+            })
+        } else {
+            common::timed(barrier, || {
+                consume(items.end - items.start, || channel.take())
+            })
+        }
+    })
+}
+
+/// The same with a `LocalCache` handle per thread. A producer drops its handle when done,
+/// which gives its partly filled magazines to the depot for the consumers.
+fn run_local(cache: &Cache<FreeList>, threads: usize, total: u64) -> std::time::Duration {
+    let pairs = threads / 2;
+    common::run_timed(threads, |i, barrier| {
+        let (role, index) = (i % 2, i / 2);
+        let items = share(index, pairs, total);
+        let mut local = cache.local();
+        if role == 0 {
+            common::timed(barrier, move || {
+                items.for_each(|item| local.free(black_box(item)));
+                drop(local);
+            })
+        } else {
+            common::timed(barrier, || {
+                consume(items.end - items.start, || local.alloc());
+            })
+        }
+    })
+}
+
+fn handoff(c: &mut Criterion) {
+    for threads in [2, 4, 8] {
+        let pairs = threads / 2;
+        let mut group = c.benchmark_group(format!("handoff/{pairs}->{pairs}"));
+        group.throughput(Throughput::Elements(BATCH));
+
+        let cache = Cache::new(FreeList::empty());
+        group.bench_function(BenchmarkId::from_parameter("magazine LocalCache"), |b| {
+            b.iter_custom(|iters| run_local(&cache, threads, iters * BATCH))
+        });
+        report_leftovers(&cache);
+
+        let cache = Cache::new(FreeList::empty());
+        group.bench_function(
+            BenchmarkId::from_parameter("magazine Cache (per-CPU)"),
+            |b| b.iter_custom(|iters| run_channel(&cache, threads, iters * BATCH)),
+        );
+        report_leftovers(&cache);
+
+        let array = ArrayQueue::new(4096);
+        group.bench_function(BenchmarkId::from_parameter("crossbeam ArrayQueue"), |b| {
+            b.iter_custom(|iters| run_channel(&array, threads, iters * BATCH))
+        });
+
+        let seg = SegQueue::new();
+        group.bench_function(BenchmarkId::from_parameter("crossbeam SegQueue"), |b| {
+            b.iter_custom(|iters| run_channel(&seg, threads, iters * BATCH))
+        });
+
+        let locked = Mutex::new(Vec::new());
+        group.bench_function(BenchmarkId::from_parameter("Mutex<Vec>"), |b| {
+            b.iter_custom(|iters| run_channel(&locked, threads, iters * BATCH))
+        });
+
+        group.finish();
+    }
+}
+
+/// Every item a producer freed was consumed: the cache must hold nothing at the end.
+fn report_leftovers(cache: &Cache<FreeList>) {
+    let stats = cache.stats();
+    assert_eq!(cache.cached(), 0, "a handoff left items behind: {stats:?}");
+    eprintln!(
+        "    stats: depot pops {}, pushes {}, exhaustion flushes {}, source allocs {}, busy misses {}",
+        stats.depot_pops,
+        stats.depot_pushes,
+        stats.exhaustion_flushes,
+        stats.source_allocs,
+        stats.busy_misses
+    );
+}
+
+criterion_group! {
+    name = benches;
+    config = common::criterion(500, 2000, 20);
+    targets = handoff
+}
+criterion_main!(benches);

@@ -1,0 +1,62 @@
+//! The IOVA domain: the fast path (`alloc_fast` + `free_fast`, the per-size-class
+//! magazines) against the slow path only (`alloc` + `free`, the range tree behind its
+//! lock), one pair per iteration on one thread.
+//!
+//! The tree holds `LIVE` one-page allocations first (mappings in flight), so the slow
+//! path searches a tree of realistic size. The limit is a 32-bit DMA mask, as for most
+//! devices.
+
+mod common;
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use magazine::iova::IovaDomain;
+
+/// Allocations held in the tree while the pairs run.
+const LIVE: usize = 4096;
+
+fn iova(c: &mut Criterion) {
+    let mut group = c.benchmark_group("iova");
+    for pages in [1, 4] {
+        let domain = IovaDomain::new(4096, 1);
+        let limit = domain.dma_32bit_pfn() - 1;
+        let held: Vec<_> = (0..LIVE)
+            .map(|_| domain.alloc(1, limit, false).unwrap())
+            .collect();
+        group.bench_function(BenchmarkId::new("alloc+free (tree only)", pages), |b| {
+            b.iter(|| {
+                let domain = black_box(&domain);
+                let iova = domain.alloc(pages, limit, true).unwrap();
+                domain.free(black_box(iova.pfn_lo)).unwrap();
+            })
+        });
+        // Warm the current CPU's magazines (and the other slots', the thread may move).
+        for cpu in 0..domain.config().cpus {
+            let pfns: Vec<_> = (0..64)
+                .map(|_| domain.alloc_fast_on(cpu, pages, limit).unwrap())
+                .collect();
+            pfns.into_iter()
+                .for_each(|pfn| domain.free_fast_on(cpu, pfn, pages).unwrap());
+        }
+        group.bench_function(BenchmarkId::new("alloc_fast+free_fast", pages), |b| {
+            b.iter(|| {
+                let domain = black_box(&domain);
+                let pfn = domain.alloc_fast(pages, limit).unwrap();
+                domain.free_fast(black_box(pfn), pages).unwrap();
+            })
+        });
+        for iova in held {
+            domain.free(iova.pfn_lo).unwrap();
+        }
+        domain.check().unwrap();
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = common::criterion(500, 1500, 50);
+    targets = iova
+}
+criterion_main!(benches);
