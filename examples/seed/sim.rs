@@ -40,6 +40,7 @@ pub struct Outcome {
     pub counted_slow: SlowPath,
     /// Slow-path calls of the whole load, warm-up included.
     pub load_slow: SlowPath,
+    /// The most full magazines the depot held during the load.
     pub depot_peak: usize,
     /// Items in the slots and the depot once the load stopped and its I/Os completed.
     pub held_at_load_end: usize,
@@ -126,6 +127,7 @@ pub fn simulate(scenario: &Scenario, contender: &Contender, bar: &ProgressBar) -
 
     let (warm, done) = run.load(&mut groups, &mut rng, bar);
     let load_end_ns = scenario.ns_at(done.ios);
+    let depot_peak = run.cache.stats().depot_peak;
     // The load stops: the device completes what is in flight, nobody resubmits.
     groups.iter_mut().for_each(|g| g.complete_all(&run.cache));
     let held_at_load_end = run.cache.cached();
@@ -134,13 +136,12 @@ pub fn simulate(scenario: &Scenario, contender: &Contender, bar: &ProgressBar) -
     bar.finish();
 
     let audit = run.audit(groups.iter().map(IrqGroup::in_flight).sum());
-    let stats = run.cache.stats();
     Outcome {
         contender: contender.clone(),
         counted_ios: done.ios - warm.ios,
         counted_slow: done.slow.since(warm.slow),
         load_slow: done.slow,
-        depot_peak: stats.depot_peak,
+        depot_peak,
         held_at_load_end,
         held_after_idle,
         back_to_target_ns,
