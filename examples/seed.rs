@@ -1,5 +1,6 @@
-//! The seed scenario: the 256-CPU depot collapse of the Linux IOVA rcache, and its fixes,
-//! reproduced on the real crate code.
+//! The seed scenario: the workload of the 256-CPU Linux IOVA rcache report, on the real
+//! crate code, comparing the depot policies Linux used, the seed report's patch, and this
+//! crate's working-set trim.
 //!
 //! 256 virtual CPUs keep 16 I/Os in flight each and allocate an item (an IOVA) per I/O on
 //! their own cache slot; only the 16 IRQ CPUs 0, 16, ..., 240 complete I/Os, freeing the
@@ -10,18 +11,22 @@
 //! `Fixed{32}` depot (Linux <= 6.6), `Fixed{max(32, cpus)}` (the seed report's patch),
 //! `Dynamic` trimmed one magazine per 100 ms (Linux >= 6.7), `Dynamic` trimmed by working
 //! set (this crate), and a depot never trimmed (the best any depot can do). After the load
-//! an idle phase shows how fast each gives memory back.
+//! an idle phase shows how fast each gives memory back. What it shows is slow-path calls
+//! and items held, not IOPS: the simulation has no lock and no cost model.
 //!
 //! Prints a table on stdout and writes `target/seed/seed.csv` and `target/seed/seed.svg`.
 //!
 //! ```text
 //! cargo run --release --example seed                       # the README's table
 //! cargo run --release --example seed -- --seconds 2 --check   # CI: exit 1 if a claim fails
-//! cargo run --release --example seed -- --working-set-ms 100,1000,5000   # compare intervals
+//! cargo run --release --example seed -- --target 16 --working-set-ms 2000,100,1000
+//!                                        # a target the depot exceeds; compare intervals
 //! cargo run --release --example seed -- --threads 2        # real threads, ops per second
 //! cargo run --release --example seed -- --help
 //! ```
 
+// An example's crate root looks for modules beside itself (`examples/`), so each one is
+// pointed into `examples/seed/` (cargo builds no example from a directory without main.rs).
 #[path = "seed/contender.rs"]
 mod contender;
 #[path = "seed/plot.rs"]
