@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Prints the BENCHMARKS.md tables from criterion's results of one `cargo bench` run.
+
+    python3 benches/summary.py [target/criterion]
+
+Medians (criterion's `median.point_estimate` of each benchmark's latest run), with the
+ratio of each crate row to each baseline of its group.
+"""
+import json
+import pathlib
+import sys
+
+root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "target/criterion")
+
+
+def load():
+    results = {}
+    for bench in root.glob("**/new/benchmark.json"):
+        meta = json.loads(bench.read_text())
+        estimates = json.loads((bench.parent / "estimates.json").read_text())
+        ns = estimates["median"]["point_estimate"]
+        elements = (meta.get("throughput") or {}).get("Elements") or 1
+        results[meta["full_id"]] = ns / elements  # ns per element (per iteration if none)
+    return results
+
+
+r = load()
+
+
+def get(key):
+    return r.get(key)
+
+
+def table(title, unit, rows, baselines):
+    """rows, baselines: [(label, key)]; ratio = time / baseline time."""
+    print(f"\n### {title}\n")
+    head = f"| | median ({unit}) |" + "".join(f" vs {b} |" for b, _ in baselines)
+    print(head)
+    print("|" + "---|" * (2 + len(baselines)))
+    for label, key in rows + baselines:
+        v = get(key)
+        if v is None:
+            continue
+        cells = []
+        for _, bkey in baselines:
+            b = get(bkey)
+            if b is None or bkey == key:
+                cells.append(" |")
+                continue
+            ratio = v / b
+            cells.append(f" {ratio:.2f}x |")
+        print(f"| {label} | {v:.2f} |" + "".join(cells))
+
+
+fp = "fast_path/"
+table(
+    "fast_path: one alloc+free pair, one thread (ns per pair; ratio = time / baseline time)",
+    "ns",
+    [
+        ("magazine `LocalCache`", fp + "magazine LocalCache"),
+        ("magazine `Cache` per-CPU (`alloc`/`free`)", fp + "magazine Cache (per-CPU)"),
+        ("magazine `Cache` `alloc_on(0)`/`free_on(0)`", fp + "magazine Cache alloc_on/free_on(0)"),
+    ],
+    [
+        ("owned `Vec` (floor)", fp + "vec_owned (floor)"),
+        ("`thread_local!` `RefCell<Vec>`", fp + "thread_local RefCell<Vec>"),
+        ("`Mutex<Vec>`", fp + "Mutex<Vec>"),
+        ("`ArrayQueue`", fp + "crossbeam ArrayQueue"),
+        ("`SegQueue`", fp + "crossbeam SegQueue"),
+    ],
+)
+print()
+for label, key in [
+    ("reference: 2x slot take + give back (uncontended CAS + Release store)",
+     fp + "reference: 2x slot take+give back (CAS + Release store)"),
+    ("reference: 2x `magazine::cpu::current()` (`sched_getcpu`)", fp + "reference: 2x magazine::cpu::current()"),
+]:
+    if get(key) is not None:
+        print(f"| {label} | {get(key):.2f} |" + " |" * 5)
+
+for pairs in (1, 2, 4):
+    g = f"handoff/{pairs}->{pairs}/"
+    print(f"\n### handoff {pairs} -> {pairs} ({2 * pairs} threads): million items per second; "
+          "ratio = crate throughput / baseline throughput\n")
+    base = [("`ArrayQueue`", g + "crossbeam ArrayQueue"), ("`SegQueue`", g + "crossbeam SegQueue"),
+            ("`Mutex<Vec>`", g + "Mutex<Vec>")]
+    print("| | Mitems/s |" + "".join(f" vs {b} |" for b, _ in base))
+    print("|" + "---|" * (2 + len(base)))
+    for label, key in [("magazine `LocalCache`", g + "magazine LocalCache"),
+                       ("magazine `Cache` per-CPU", g + "magazine Cache (per-CPU)")] + base:
+        v = get(key)
+        if v is None:
+            continue
+        cells = "".join(" |" if k == key or get(k) is None else f" {get(k) / v:.2f}x |" for _, k in base)
+        print(f"| {label} | {1000 / v:.1f} |" + cells)
+
+print("\n### depot: ns per item moved (one free on one handle + one alloc on another)\n")
+print("| magazine size | hits only (no exchange) | through the depot | exchange cost per item | per magazine exchange |")
+print("|---|---|---|---|---|")
+for m in (1, 16, 127):
+    h = get(f"depot/exchange/hits only/{m}")
+    x = get(f"depot/exchange/LocalCache -> depot -> LocalCache/{m}")
+    if h is None or x is None:
+        continue
+    print(f"| {m} | {h:.2f} | {x:.2f} | {x - h:.2f} | {(x - h) * m:.0f} ns |")
+x = get("depot/exchange/slot 0 -> depot -> slot 1/127")
+if x is not None:
+    print(f"| 127, per-CPU slots (`free_on(0)`/`alloc_on(1)`) | | {x:.2f} | | |")
+print("\n| threads (each moving items between its own two handles) | ns per item | Mitems/s total |")
+print("|---|---|---|")
+for t in (1, 2, 4):
+    v = get(f"depot/threads/{t}")
+    if v is not None:
+        print(f"| {t} | {v:.2f} | {1000 / v:.1f} |")
+print("\n| grow by 32 magazines, trim back to target 2 | ns per cycle | ns per item |")
+print("|---|---|---|")
+for name in ("WorkingSet", "OnePerTick"):
+    v = get(f"depot/trim_cycle/{name}")
+    if v is not None:
+        print(f"| {name} | {v * 32 * 127:.0f} | {v:.2f} |")
+
+print("\n### policies: ns per I/O (seed pattern, 16 vCPUs, one thread)\n")
+print("| policy | ns per I/O |")
+print("|---|---|")
+for key in sorted(k for k in r if k.startswith("policies/")):
+    print(f"| {key.split('/', 1)[1]} | {get(key):.1f} |")
+
+print("\n### iova: one alloc+free pair, one thread (ns)\n")
+print("| pages | `alloc`+`free` (tree only) | `alloc_fast`+`free_fast` | speed-up |")
+print("|---|---|---|---|")
+for pages in (1, 4):
+    s, f = get(f"iova/alloc+free (tree only)/{pages}"), get(f"iova/alloc_fast+free_fast/{pages}")
+    if s is not None and f is not None:
+        print(f"| {pages} | {s:.1f} | {f:.1f} | {s / f:.2f}x |")
