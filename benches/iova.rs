@@ -4,13 +4,14 @@
 //!
 //! The tree holds `LIVE` one-page allocations first (mappings in flight), so the slow
 //! path searches a tree of realistic size. The limit is a 32-bit DMA mask, as for most
-//! devices.
+//! devices. `iova/2 threads` runs the same pairs on two threads at once (ns per pair of
+//! the two together), where the slow path's single tree lock is contended.
 
 mod common;
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use magazine::iova::IovaDomain;
 
 /// Allocations held in the tree while the pairs run.
@@ -52,7 +53,47 @@ fn iova(c: &mut Criterion) {
         domain.check().unwrap();
     }
     group.finish();
+
+    let mut group = c.benchmark_group("iova/2 threads");
+    group.throughput(Throughput::Elements(BATCH));
+    let domain = IovaDomain::new(4096, 1);
+    let limit = domain.dma_32bit_pfn() - 1;
+    let held: Vec<_> = (0..LIVE)
+        .map(|_| domain.alloc(1, limit, false).unwrap())
+        .collect();
+    group.bench_function(BenchmarkId::new("alloc+free (tree only)", 1), |b| {
+        b.iter_custom(|iters| {
+            common::run_timed(2, |_, barrier| {
+                common::timed(barrier, || {
+                    for _ in 0..iters * BATCH / 2 {
+                        let iova = domain.alloc(1, limit, true).unwrap();
+                        domain.free(black_box(iova.pfn_lo)).unwrap();
+                    }
+                })
+            })
+        })
+    });
+    group.bench_function(BenchmarkId::new("alloc_fast+free_fast", 1), |b| {
+        b.iter_custom(|iters| {
+            common::run_timed(2, |_, barrier| {
+                common::timed(barrier, || {
+                    for _ in 0..iters * BATCH / 2 {
+                        let pfn = domain.alloc_fast(1, limit).unwrap();
+                        domain.free_fast(black_box(pfn), 1).unwrap();
+                    }
+                })
+            })
+        })
+    });
+    for iova in held {
+        domain.free(iova.pfn_lo).unwrap();
+    }
+    domain.check().unwrap();
+    group.finish();
 }
+
+/// Pairs per iteration in the two-thread benches.
+const BATCH: u64 = 1024;
 
 criterion_group! {
     name = benches;
