@@ -78,16 +78,21 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let steady = scenario.seconds >= scenario::STEADY_SECONDS;
-    let properties = report::properties(&outcomes, steady);
-    let failed = properties.iter().filter(|p| !p.holds).count();
     if scenario.check {
-        for p in &properties {
-            let verdict = if p.holds { "ok  " } else { "FAIL" };
-            eprintln!("check {verdict} {}: {}", p.claim, p.measured);
-        }
+        let steady = scenario.seconds >= scenario::STEADY_SECONDS;
+        return check(&report::properties(&outcomes, steady));
     }
-    if scenario.check && failed > 0 {
+    ExitCode::SUCCESS
+}
+
+/// `--check`: prints every property with its measurement on stderr; fails if one fails.
+fn check(properties: &[report::Property]) -> ExitCode {
+    for p in properties {
+        let verdict = if p.holds { "ok  " } else { "FAIL" };
+        eprintln!("check {verdict} {}: {}", p.claim, p.measured);
+    }
+    let failed = properties.iter().filter(|p| !p.holds).count();
+    if failed > 0 {
         eprintln!("check: {failed} of {} properties failed", properties.len());
         return ExitCode::FAILURE;
     }
@@ -109,10 +114,12 @@ fn simulate_all(scenario: &Scenario, contenders: &[Contender]) -> Vec<Outcome> {
             s.spawn(|| {
                 // Workers take the next policy until none is left: the wall time of a
                 // policy is then its own, not shared with more runnable threads than cores.
-                while let Some(i) =
-                    Some(next.fetch_add(1, Ordering::Relaxed)).filter(|&i| i < contenders.len())
-                {
-                    let outcome = sim::simulate(scenario, &contenders[i], &bars[i]);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(contender) = contenders.get(i) else {
+                        break;
+                    };
+                    let outcome = sim::simulate(scenario, contender, &bars[i]);
                     outcomes.lock().unwrap().push((i, outcome));
                 }
             });

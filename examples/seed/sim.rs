@@ -110,6 +110,8 @@ struct Run<'a> {
 /// Simulates `contender` on the scenario: the load, then the idle phase.
 pub fn simulate(scenario: &Scenario, contender: &Contender, bar: &ProgressBar) -> Outcome {
     let started = Instant::now();
+    // The bar was created with the others; its clock starts when this policy does.
+    bar.reset_elapsed();
     let mut run = Run {
         scenario,
         contender,
