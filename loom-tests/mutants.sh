@@ -37,8 +37,11 @@ build() {
     loom) rustflags="--cfg loom" ;;
     shuttle) flags=(--features shuttle) ;;
   esac
-  export CARGO_TARGET_DIR=$TARGET/mutants-$checker
-  # The wrapper's cfg is not part of cargo's fingerprint: rebuild the crate explicitly.
+  # The target directories of run.sh: the dependencies are built once. The wrapper's cfg is
+  # not part of cargo's fingerprint, so the crate is rebuilt explicitly, here and on exit.
+  export CARGO_TARGET_DIR=$TARGET/$checker
+  mkdir -p "$CARGO_TARGET_DIR"
+  touch "$CARGO_TARGET_DIR/.mutant-built"
   cargo clean --release -p magazine >/dev/null 2>&1 || true
   if ! RUSTFLAGS=$rustflags RUSTC_WRAPPER=$WRAPPER MAGAZINE_MUTANT=$mutant \
     cargo test --release -p magazine-loom-tests --no-run "${flags[@]}" >"$log" 2>&1; then
@@ -80,6 +83,18 @@ hunt() {
   rm -f "$log"
   echo "escaped - $((SECONDS - start))"
 }
+
+# Leave no mutant behind in the shared target directories.
+restore() {
+  local dir
+  for dir in "$TARGET/loom" "$TARGET/shuttle"; do
+    if [ -e "$dir/.mutant-built" ]; then
+      CARGO_TARGET_DIR=$dir cargo clean --release -p magazine >/dev/null 2>&1 || true
+      rm -f "$dir/.mutant-built"
+    fi
+  done
+}
+trap restore EXIT
 
 report=$TARGET/mutants.md
 mkdir -p "$TARGET"

@@ -2,9 +2,9 @@
 # The model-check suites of `magazine` (see loom-tests/README.md). This is what CI calls.
 #
 #   loom-tests/run.sh fast          loom, --cfg loom: every scenario at preemption bounds 2 and 3
-#   loom-tests/run.sh full          loom, --cfg loom --cfg crossbeam_loom: scenarios 1-3, bound 2
-#   loom-tests/run.sh shuttle       shuttle: PCT (depth 3) + random, SHUTTLE_ITERATIONS (1000) each; DFS
-#   loom-tests/run.sh shuttle-long  the same with 100000 iterations (opt-in, hours)
+#   loom-tests/run.sh full          loom, --cfg loom --cfg crossbeam_loom: scenarios 1-3, bound 2 (ABA: 1)
+#   loom-tests/run.sh shuttle       shuttle: PCT (depth 3) + random, SHUTTLE_ITERATIONS (10000) each; DFS
+#   loom-tests/run.sh shuttle-long  the same with 100000 iterations (opt-in)
 #   loom-tests/run.sh mutants       loom-tests/mutants.sh: every mutant must be caught
 #   loom-tests/run.sh all           fast, full, shuttle, mutants (CI)
 #
@@ -20,6 +20,11 @@ build_test_binary() {
   local name=$1; shift
   local log
   log=$(mktemp)
+  # mutants.sh builds in the same directories; never run a leftover mutant.
+  if [ -e "$CARGO_TARGET_DIR/.mutant-built" ]; then
+    cargo clean --release -p magazine >/dev/null 2>&1
+    rm -f "$CARGO_TARGET_DIR/.mutant-built"
+  fi
   if ! cargo test --release -p magazine-loom-tests --no-run "$@" >"$log" 2>&1; then
     cat "$log" >&2; rm -f "$log"; return 1
   fi
@@ -61,19 +66,21 @@ fast() {
 }
 
 # Scenarios 1-3 (the depot: push/pop, ABA, growth, shrink) with loom inside crossbeam-epoch
-# too. Each has at most two threads that pin.
-FULL_TESTS=(depot_push_pop depot_aba depot_growth depot_shrink_working_set depot_shrink_one_per_tick)
+# too. Each has at most two threads that pin. The ABA shape has a third thread (the pusher,
+# which does not pin) and runs at bound 1: at bound 2 it did not finish in 16 minutes.
+FULL_TESTS=(depot_push_pop depot_growth depot_shrink_working_set depot_shrink_one_per_tick)
 
 full() {
   local binary
   binary=$(CARGO_TARGET_DIR=$TARGET/loom-full RUSTFLAGS="--cfg loom --cfg crossbeam_loom" \
     build_test_binary loom)
-  echo "loom full (crossbeam_loom): ${#FULL_TESTS[@]} tests, bound 2"
+  echo "loom full (crossbeam_loom): ${#FULL_TESTS[@]} tests at bound 2, depot_aba at bound 1"
   run_each "$binary" LOOM_MAX_PREEMPTIONS=2 "${FULL_TESTS[@]}"
+  run_each "$binary" LOOM_MAX_PREEMPTIONS=1 depot_aba
 }
 
 shuttle() {
-  local iterations=${1:-${SHUTTLE_ITERATIONS:-1000}} binary
+  local iterations=${1:-${SHUTTLE_ITERATIONS:-10000}} binary
   binary=$(CARGO_TARGET_DIR=$TARGET/shuttle build_test_binary shuttle --features shuttle)
   mapfile -t tests < <(list_tests "$binary")
   echo "shuttle: ${#tests[@]} tests, $iterations iterations per scheduler"

@@ -459,7 +459,10 @@ pub fn exhaustion_retry(scale: Scale) {
     let misses = allocator.join().expect("the allocator panicked");
     join_all(handles);
     let flushes = cache.stats().exhaustion_flushes;
-    assert!(misses == 0 || flushes >= 1, "an alloc failed without flushing");
+    assert!(
+        misses == 0 || flushes >= 1,
+        "an alloc failed without flushing"
+    );
     if scale.threads == 2 {
         // Two items: one in slot 1, one in a freeing thread's hands, whose free fills
         // slot 1 without reaching the depot. The allocator's first alloc must flush.
