@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# proofs/run.sh -- build and run every SPIN model of proofs/ (see proofs/README.md).
+#
+# For each run: spin -a <defines> model.pml; gcc pan.c; nice ./pan.  Prints one line per
+# run (states stored, depth, memory, time, errors) and, for every run expected to fail,
+# SPIN's counterexample replayed with `spin -t` (the models' printf lines).
+#
+# Exit status: non-zero when a run expected to pass reports an error or an incomplete
+# search, or when a run expected to fail (a negative control, or a documented finding)
+# reports no error.
+#
+# Builds in a temporary directory; nothing is written under proofs/.
+# Usage: proofs/run.sh [name-filter]      e.g. proofs/run.sh cache
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+filter=${1:-}
+
+command -v spin >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y spin) >/dev/null
+command -v gcc >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y gcc) >/dev/null
+command -v spin >/dev/null 2>&1 || { echo "run.sh: spin is not installed" >&2; exit 2; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/magazine-proofs.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# -O1, not -O2: gcc 12.2 at -O2 (its tree-vrp pass) miscompiled a pan.c of cache.pml into
+# a false assertion failure that -O0 and -O1 do not show; see README.md.
+CFLAGS="-O1 -w"
+
+failures=0
+total_start=$SECONDS
+printf '%-26s %-8s %-6s %12s %7s %10s %8s %7s\n' \
+    model expect result states depth "mem(MB)" "time(s)" errors
+
+# run NAME EXPECT MODEL "SPIN -D flags" "extra gcc -D flags" "pan flags"
+#   EXPECT: pass     a correct model: errors 0 and a complete search
+#           fail     a negative control: SPIN must find the counterexample
+#           finding  a property the current src/ does not have (README.md, Findings):
+#                    expected to fail until the code is fixed
+run() {
+    local name=$1 expect=$2 model=$3 defs=$4 ccdefs=$5 panflags=$6
+    if [ -n "$filter" ] && [[ $name != *"$filter"* ]]; then return; fi
+    local dir="$work/$name"
+    mkdir -p "$dir"
+    cp "$here/$model" "$dir/"
+    (
+        cd "$dir" || exit 1
+        # shellcheck disable=SC2086
+        spin $defs -a "$model" >spin.out 2>&1 || { cat spin.out; exit 1; }
+        # shellcheck disable=SC2086
+        gcc $CFLAGS $ccdefs -o pan pan.c >gcc.out 2>&1 || { cat gcc.out; exit 1; }
+        # shellcheck disable=SC2086
+        nice ./pan $panflags >pan.out 2>&1
+        exit 0
+    ) || { echo "$name: build failed"; failures=$((failures + 1)); return; }
+
+    local out="$dir/pan.out"
+    local states depth mem secs errors incomplete=0
+    states=$(awk '/states, stored/ {print $1; exit}' "$out")
+    depth=$(sed -n 's/.*depth reached \([0-9]*\),.*/\1/p' "$out" | head -1)
+    errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$out" | head -1)
+    mem=$(awk '/total actual memory usage/ {print $1; exit}' "$out")
+    secs=$(awk '/elapsed time/ {print $4; exit}' "$out")
+    if grep -qE 'max search depth too small|out of memory|Search not completed' "$out"; then
+        incomplete=1
+    fi
+    : "${states:=?}" "${depth:=?}" "${errors:=?}" "${mem:=?}" "${secs:=?}"
+
+    local result
+    case $expect in
+        pass)
+            if [ "$errors" = 0 ] && [ $incomplete = 0 ]; then result=ok; else result=FAIL; fi ;;
+        fail|finding)
+            if [ "$errors" != 0 ] && [ "$errors" != "?" ]; then result=ok; else result=FAIL; fi ;;
+    esac
+    printf '%-26s %-8s %-6s %12s %7s %10s %8s %7s\n' \
+        "$name" "$expect" "$result" "$states" "$depth" "$mem" "$secs" "$errors"
+    if [ "$result" = FAIL ]; then
+        failures=$((failures + 1))
+        grep -E 'violated|invalid end state|too small|out of memory|not completed' "$out" | head -5 | sed 's/^/    /'
+    fi
+    if [ "$expect" != pass ] && [ -n "$(ls "$dir"/*.trail 2>/dev/null)" ]; then
+        echo "    counterexample ($name): $(grep -m1 -E '^pan:1: ' "$out" | sed 's/^pan:1: //')"
+        # shellcheck disable=SC2086
+        (cd "$dir" && spin $defs -t "$model" 2>&1) |
+            awk '/^#processes/ {exit} /^[[:space:]]*$/ {next} {print}' |
+            grep -vE '^\s+[a-z_]+(\[[0-9]+\])? = ' | sed 's/^/      /'
+    fi
+}
+
+# name                       expect   model         spin defines                     gcc defines   pan flags
+run depot                    pass     depot.pml     ""                                 ""            "-m100000"
+run depot_no_grace_uaf       fail     depot.pml     "-DNO_GRACE"                       "-DREACH"     "-m1000 -i"
+run depot_no_grace_aba       fail     depot.pml     "-DNO_GRACE -DNO_UAF_CHECK"        "-DREACH"     "-m1000 -i"
+run trim                     pass     trim.pml      "-DOPS=3"                          "-DCOLLAPSE"  "-m100000 -w26"
+run trim_2poppers            pass     trim.pml      "-DPOPPERS=2 -DTRIMMERS=1"         "-DCOLLAPSE"  "-m100000 -w26"
+run trim_single_read         fail     trim.pml      "-DSINGLE_READ"                    "-DREACH"     "-m1000 -i"
+run trim_exact               finding  trim.pml      "-DEXACT"                          "-DREACH"     "-m1000 -i"
+run trim_packed_exact        pass     trim.pml      "-DPACKED -DEXACT -DOPS=3"         "-DCOLLAPSE"  "-m100000 -w26"
+run fixedcap                 pass     fixedcap.pml  "-DOPS=3"                          ""            "-m100000"
+run fixedcap_split_cap       fail     fixedcap.pml  "-DSPLIT_CAP -DONLY_DEPOT_BOUND"   "-DREACH"     "-m1000 -i"
+run fixedcap_dec_first       fail     fixedcap.pml  "-DDEC_FIRST -DONLY_DEPOT_BOUND"   "-DREACH"     "-m1000 -i"
+run cache_1slot_3items_2ops  pass     cache.pml     "-DSLOTS=1 -DITEMS=3 -DOPS=2"      ""            "-m1000000"
+run cache_1slot_2items_3ops  pass     cache.pml     "-DSLOTS=1 -DITEMS=2 -DOPS=3"      "-DCOLLAPSE"  "-m1000000 -w26"
+run cache_2slots_2items_2ops pass     cache.pml     "-DSLOTS=2 -DITEMS=2 -DOPS=2"      "-DCOLLAPSE"  "-m1000000 -w26"
+run cache_busy_waits         fail     cache.pml     "-DBUSY_WAITS -DITEMS=3 -DOPS=2"   "-DREACH"     "-m1000 -i"
+
+echo "proofs: $failures unexpected result(s), $((SECONDS - total_start)) s in all"
+[ "$failures" = 0 ]
