@@ -85,6 +85,24 @@ fn iova(c: &mut Criterion) {
             })
         })
     });
+    // The same pairs on a plain per-CPU `Cache` (no tree, no live table): what the fast
+    // path would cost without its double-free check.
+    let cache = common::cache();
+    group.bench_function(
+        BenchmarkId::new("reference: Cache alloc+free (per-CPU)", 1),
+        |b| {
+            b.iter_custom(|iters| {
+                common::run_timed(2, |_, barrier| {
+                    common::timed(barrier, || {
+                        for _ in 0..iters * BATCH / 2 {
+                            let item = cache.alloc().unwrap();
+                            cache.free(black_box(item));
+                        }
+                    })
+                })
+            })
+        },
+    );
     for iova in held {
         domain.free(iova.pfn_lo).unwrap();
     }

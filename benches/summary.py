@@ -132,3 +132,10 @@ for pages in (1, 4):
     s, f = get(f"iova/alloc+free (tree only)/{pages}"), get(f"iova/alloc_fast+free_fast/{pages}")
     if s is not None and f is not None:
         print(f"| {pages} | {s:.1f} | {f:.1f} | {s / f:.2f}x |")
+
+print("\n| 2 threads at once, 1 page | ns per pair (both threads together) |")
+print("|---|---|")
+for name in ("alloc+free (tree only)", "alloc_fast+free_fast", "reference: Cache alloc+free (per-CPU)"):
+    v = get(f"iova/2 threads/{name}/1")
+    if v is not None:
+        print(f"| {name} | {v:.1f} |")
