@@ -141,22 +141,24 @@ inline push(me, m) {
 
 inline pop(me, m) {
     d_step { pinned = pinned | (1 << me) };              /* pop: sync::pin() */
-    h = head;                                            /* pop: head.load(Acquire) */
+    d_step { h = head;                                   /* pop: head.load(Acquire) */
+             printf("P%d pop: pinned, reads head = %d\n", me, h) };
     do
     :: h == 0 -> break                                   /* pop: return None */
     :: else ->
 #ifndef NO_UAF_CHECK
        assert(nstate[h] != FREE);                        /* no read after free */
 #endif
-       nx = next[h];                                     /* pop: (*head).next */
-       printf("P%d pop: read head = %d, head.next = %d\n", me, h, nx);
+       d_step { nx = next[h];                            /* pop: (*head).next */
+                printf("P%d pop: reads (*%d).next = %d\n", me, h, nx) };
        d_step {                                          /* pop: compare_exchange_weak */
            if
            :: head == h ->
                head = nx; nstate[h] = UNLINKED; magloc[nmag[h]] = me;
                printf("P%d pop: CAS head %d -> %d won, takes magazine %d\n", me, h, nx, nmag[h]);
                check(); ok = 1
-           :: else -> h = head; ok = 0
+           :: else -> h = head; ok = 0;
+               printf("P%d pop: CAS fails, head = %d\n", me, h)
            fi
        };
        if :: ok -> break :: else fi
