@@ -79,7 +79,7 @@ run() {
         failures=$((failures + 1))
         grep -E 'violated|invalid end state|too small|out of memory|not completed' "$out" | head -5 | sed 's/^/    /'
     fi
-    if [ "$expect" != pass ] && [ -n "$(ls "$dir"/*.trail 2>/dev/null)" ]; then
+    if [ -n "$(ls "$dir"/*.trail 2>/dev/null)" ]; then   # controls, findings, and any surprise
         echo "    counterexample ($name): $(grep -m1 -E '^pan:1: ' "$out" | sed 's/^pan:1: //')"
         # shellcheck disable=SC2086
         (cd "$dir" && spin $defs -t "$model" 2>&1) |
