@@ -29,7 +29,10 @@
  * within SOLO_BOUND steps (no spinning either).
  *
  * -DBUSY_WAITS  negative control: take_slot waits for a busy slot instead of missing
- *               (the mutant "the busy slot path waits for the owner" of issue 3).
+ *               (the mutant "the busy slot path waits for the owner" of issue 3):
+ *               a blocking wait, found as an invalid end state.
+ * -DBUSY_SPINS  negative control: the same wait as a spin on try_take (like Slot::take),
+ *               found by the SOLO_BOUND step assertion.
  */
 
 #ifndef SLOTS
@@ -46,7 +49,9 @@
 #define MAXEMPTY 1      /* Config::max_empty */
 #define NMAG    (2 * SLOTS + ITEMS + MAXEMPTY + 3)
 #define NPROC   5       /* init, 2 workers, admin, freezer */
+#ifndef SOLO_BOUND
 #define SOLO_BOUND 40
+#endif
 
 #define NONE 0
 
@@ -194,12 +199,17 @@ inline give_back(s) {
 
 /* Cache::take_slot: own slot, else the next free one, else None (a busy miss) */
 inline take_slot(cpu, s, got) {
-#ifndef BUSY_WAITS
+#if !defined(BUSY_WAITS) && !defined(BUSY_SPINS)
     s = cpu; try_take(s, got); STEP;
     k = 1;
     do
     :: got || k >= SLOTS -> break
     :: else -> s = (cpu + k) % SLOTS; try_take(s, got); STEP; k++    /* take_other_slot */
+    od
+#elif defined(BUSY_SPINS)
+    s = cpu;
+    do                                          /* spins on try_take until it wins */
+    :: try_take(s, got); STEP; if :: got -> break :: else fi
     od
 #else
     s = cpu;

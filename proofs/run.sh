@@ -84,7 +84,9 @@ run() {
         # shellcheck disable=SC2086
         (cd "$dir" && spin $defs -t "$model" 2>&1) |
             awk '/^#processes/ {exit} /^[[:space:]]*$/ {next} {print}' |
-            grep -vE '^\s+[a-z_]+(\[[0-9]+\])? = ' | sed 's/^/      /'
+            grep -vE '^\s+[a-z_]+(\[[0-9]+\])? = ' |
+            awk '$0 == last {n++; next} {if (n) print "      (the line above " n " more times)"; n = 0; last = $0; print "      " $0}
+                 END {if (n) print "      (the line above " n " more times)"}'
     fi
 }
 
@@ -104,6 +106,7 @@ run cache_1slot_3items_2ops  pass     cache.pml     "-DSLOTS=1 -DITEMS=3 -DOPS=2
 run cache_1slot_2items_3ops  pass     cache.pml     "-DSLOTS=1 -DITEMS=2 -DOPS=3"      "-DCOLLAPSE"  "-m1000000 -w26"
 run cache_2slots_2items_2ops pass     cache.pml     "-DSLOTS=2 -DITEMS=2 -DOPS=2"      "-DCOLLAPSE"  "-m1000000 -w26"
 run cache_busy_waits         fail     cache.pml     "-DBUSY_WAITS -DITEMS=3 -DOPS=2"   "-DREACH"     "-m1000 -i"
+run cache_busy_spins         fail     cache.pml     "-DBUSY_SPINS -DITEMS=3 -DOPS=2"   ""            "-m1000"
 
 echo "proofs: $failures unexpected result(s), $((SECONDS - total_start)) s in all"
 [ "$failures" = 0 ]
