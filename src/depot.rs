@@ -17,13 +17,6 @@ pub(crate) struct Depot<T> {
     empty: Stack<T>,
     policy: DepotPolicy,
     max_empty: usize,
-    /// Low-water mark of `full.len()` since the current trim interval began: every pop
-    /// lowers it to the length it left behind; `trim` reads it and restarts it at the
-    /// current length. See [`restart_interval`] for why no pop is missed.
-    full_low: AtomicUsize,
-    /// The same for `empty.len()`: empty magazines nobody took during an interval are
-    /// freed by the next trim.
-    empty_low: AtomicUsize,
     /// Items in the full magazines (statistics only: Relaxed; exact when quiescent).
     items: AtomicUsize,
     /// Highest `full.len()` ever reached.
@@ -50,8 +43,6 @@ impl<T> Depot<T> {
             empty: Stack::new(),
             policy: config.depot,
             max_empty: config.empty_cap(options),
-            full_low: AtomicUsize::new(0),
-            empty_low: AtomicUsize::new(0),
             items: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             pops: AtomicUsize::new(0),
@@ -63,8 +54,7 @@ impl<T> Depot<T> {
 
     /// Takes a full (non-empty) magazine.
     pub(crate) fn pop_full(&self) -> Option<Magazine<T>> {
-        let (magazine, len) = self.full.pop()?;
-        self.full_low.fetch_min(len, Ordering::SeqCst);
+        let magazine = self.full.pop()?;
         self.items.fetch_sub(magazine.len(), Ordering::Relaxed);
         self.pops.fetch_add(1, Ordering::Relaxed);
         Some(magazine)
@@ -100,9 +90,7 @@ impl<T> Depot<T> {
 
     /// Takes an empty magazine for reuse.
     pub(crate) fn pop_empty(&self) -> Option<Magazine<T>> {
-        let (magazine, len) = self.empty.pop()?;
-        self.empty_low.fetch_min(len, Ordering::SeqCst);
-        Some(magazine)
+        self.empty.pop()
     }
 
     /// Keeps an empty magazine for reuse, or frees it when the empty stack is at its cap.
@@ -131,11 +119,13 @@ impl<T> Depot<T> {
                 target,
                 trim: Trim::WorkingSet,
             } => {
-                let unused = restart_interval(&self.full_low, &self.full);
+                // The magazines that stayed in the depot during the whole interval.
+                let unused = self.full.restart_interval();
                 self.release_full(unused, target, &mut release)
             }
         };
-        let unused_empty = restart_interval(&self.empty_low, &self.empty);
+        // Empty magazines nobody took during the whole interval.
+        let unused_empty = self.empty.restart_interval();
         for _ in 0..unused_empty {
             match self.pop_empty() {
                 Some(magazine) => drop(magazine),
@@ -213,20 +203,6 @@ impl<T> Depot<T> {
     pub(crate) fn trimmed(&self) -> usize {
         self.trimmed.load(Ordering::Relaxed)
     }
-}
-
-/// Ends the interval whose low-water mark `low` holds and starts a new one at the stack's
-/// current length. Returns the ended interval's low-water mark: the number of magazines
-/// that stayed in the stack the whole interval.
-///
-/// A pop decrements the length and then lowers `low` (both SeqCst). The swap below could
-/// overwrite a lowering done between our length read and the swap; the second read and
-/// `fetch_min` catch it: that pop's decrement precedes the second read, so the second read
-/// is at most its result. A pop after the second read lowers `low` after our swap.
-fn restart_interval<T>(low: &AtomicUsize, stack: &Stack<T>) -> usize {
-    let ended = low.swap(stack.len(), Ordering::SeqCst);
-    low.fetch_min(stack.len(), Ordering::SeqCst);
-    ended.min(stack.len())
 }
 
 /// Clears the `trimming` flag when a trim ends, also by unwinding from a panicking source.

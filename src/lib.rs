@@ -128,6 +128,7 @@ pub mod cpu;
 mod depot;
 #[cfg(feature = "iova")]
 pub mod iova;
+mod level;
 mod local;
 mod magazine;
 #[cfg(any(loom, feature = "shuttle"))]

@@ -18,8 +18,9 @@ use alloc::boxed::Box;
 use core::mem::ManuallyDrop;
 use core::ptr;
 
+use crate::level::{Level, MAX_LEN};
 use crate::magazine::Magazine;
-use crate::sync::{self, AtomicPtr, AtomicUsize, Backoff, Ordering, UnsafeCell};
+use crate::sync::{self, AtomicPtr, Backoff, Ordering, UnsafeCell};
 
 /// A stack node. Both fields are facade cells so that loom sees a node written while
 /// another thread may still read it (which would be the ABA bug above).
@@ -33,17 +34,18 @@ struct Node<T> {
 /// A Treiber stack of magazines with an approximate length.
 ///
 /// Upholds DESIGN.md invariant 2 (memory safety, no ABA; see the module docs) and the
-/// counting half of invariant 5: `len` is incremented *before* a push links its node and
-/// decremented *after* a pop unlinked one, so `len >= linked nodes` at every instant (which
-/// is what makes a capacity check on `len` a hard bound) and `len == linked nodes` whenever
-/// no push or pop is in flight.
+/// counting half of invariant 5: the length is incremented *before* a push links its node
+/// and decremented *after* a pop unlinked one, so `len >= linked nodes` at every instant
+/// (which is what makes a capacity check on it a hard bound) and `len == linked nodes`
+/// whenever no push or pop is in flight. The length carries its low-water mark for
+/// trimming (see [`Level`]).
 pub(crate) struct Stack<T> {
     /// The top node, null when empty. Published by a Release CAS in `push`; every
     /// modification is a CAS (a read-modify-write), so an Acquire load synchronises with
     /// every push that linked a node reachable from the value it reads.
     head: AtomicPtr<Node<T>>,
-    /// Reserved or linked magazines (see the type docs).
-    len: AtomicUsize,
+    /// Reserved or linked magazines and their low-water mark (see the type docs).
+    level: Level,
     /// MUTANT (model checks only): one popped node kept for the next push, re-linked
     /// without waiting for the epoch. The ABA bug of the module docs.
     #[cfg(magazine_mutant = "pop_relink_without_epoch")]
@@ -60,7 +62,7 @@ impl<T> Stack<T> {
     pub(crate) fn new() -> Self {
         Self {
             head: AtomicPtr::new(ptr::null_mut()),
-            len: AtomicUsize::new(0),
+            level: Level::new(),
             #[cfg(magazine_mutant = "pop_relink_without_epoch")]
             recycled: AtomicPtr::new(ptr::null_mut()),
         }
@@ -68,45 +70,43 @@ impl<T> Stack<T> {
 
     /// Magazines in the stack (exact when quiescent, see the type docs).
     pub(crate) fn len(&self) -> usize {
-        self.len.load(Ordering::SeqCst)
+        self.level.len()
     }
 
-    /// Pushes without a bound. Returns the length including this magazine.
+    /// Ends the trim interval; returns how many magazines stayed in the stack all of it.
+    pub(crate) fn restart_interval(&self) -> usize {
+        self.level.restart_interval()
+    }
+
+    /// Pushes without a bound (short of [`MAX_LEN`], which no real depot reaches). Returns
+    /// the length including this magazine.
     pub(crate) fn push(&self, magazine: Magazine<T>) -> usize {
-        // SeqCst on `len`: it takes part in the working-set rule (see `Depot`), whose
-        // argument needs one total order of length changes and low-water updates. It is
-        // paid once per magazine, not per item.
-        let len = self.len.fetch_add(1, Ordering::SeqCst) + 1;
-        self.link(magazine);
-        len
+        self.push_bounded(magazine, MAX_LEN)
+            .unwrap_or_else(|_| panic!("a depot stack counts at most {MAX_LEN} magazines"))
     }
 
     /// Pushes if fewer than `cap` magazines are in or entering the stack; otherwise
     /// hands the magazine back. The check and the reservation are one atomic step, so
-    /// concurrent pushers can never overshoot `cap`.
+    /// concurrent pushers can never overshoot `cap`. Returns the length including this
+    /// magazine.
     pub(crate) fn push_bounded(
         &self,
         magazine: Magazine<T>,
         cap: usize,
     ) -> Result<usize, Magazine<T>> {
         #[cfg(not(magazine_mutant = "fixed_cap_load_then_push"))]
-        let reserved = self
-            .len
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |len| {
-                (len < cap).then_some(len + 1)
-            });
+        let reserved = self.level.reserve(cap);
         // MUTANT: check, then reserve: two pushers can both pass the check.
         #[cfg(magazine_mutant = "fixed_cap_load_then_push")]
-        let reserved = match self.len() < cap {
-            true => Ok(self.len.fetch_add(1, Ordering::SeqCst)),
-            false => Err(cap),
-        };
+        let reserved = (self.level.len() < cap)
+            .then(|| self.level.reserve(MAX_LEN))
+            .flatten();
         match reserved {
-            Ok(previous) => {
+            Some(len) => {
                 self.link(magazine);
-                Ok(previous + 1)
+                Ok(len)
             }
-            Err(_) => Err(magazine),
+            None => Err(magazine),
         }
     }
 
@@ -138,8 +138,8 @@ impl<T> Stack<T> {
         }
     }
 
-    /// Pops the top magazine. Returns it with the length after the pop.
-    pub(crate) fn pop(&self) -> Option<(Magazine<T>, usize)> {
+    /// Pops the top magazine.
+    pub(crate) fn pop(&self) -> Option<Magazine<T>> {
         let guard = sync::pin();
         let backoff = Backoff::new();
         // Acquire: makes the node's `next` and magazine, written before its publishing
@@ -171,7 +171,7 @@ impl<T> Stack<T> {
                 .magazine
                 .with_mut(|magazine| ManuallyDrop::take(&mut *magazine))
         };
-        let len = self.len.fetch_sub(1, Ordering::SeqCst) - 1;
+        self.level.release();
         // SAFETY: the node is unlinked and can no longer be reached from `head`; threads that
         // read it are pinned, and the epoch runs this only after they all unpin. The node's
         // magazine was moved out above and is `ManuallyDrop`, so dropping the box frees
@@ -183,7 +183,7 @@ impl<T> Stack<T> {
         // MUTANT: keep the node for the next push at once, not after the epoch.
         #[cfg(magazine_mutant = "pop_relink_without_epoch")]
         self.recycle(head, guard);
-        Some((magazine, len))
+        Some(magazine)
     }
 
     /// MUTANT: offers a popped node for reuse by the next push (a node displaced is leaked).
