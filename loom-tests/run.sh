@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The model-check suites of `magazine` (see loom-tests/README.md). This is what CI calls.
 #
-#   loom-tests/run.sh fast          loom, --cfg loom: every scenario at preemption bounds 2 and 3
+#   loom-tests/run.sh fast          loom, --cfg loom: every scenario at preemption bounds 2 and 3,
+#                                   the depot ones (scenarios 1-3, 9) also at 4
 #   loom-tests/run.sh full          loom, --cfg loom --cfg crossbeam_loom: scenarios 1-3, bound 2 (ABA: 1)
 #   loom-tests/run.sh shuttle       shuttle: PCT (depth 3) + random, SHUTTLE_ITERATIONS (10000) each; DFS
 #   loom-tests/run.sh shuttle-long  the same with 100000 iterations (opt-in)
@@ -63,6 +64,9 @@ fast() {
   run_each "$binary" LOOM_MAX_PREEMPTIONS=2 "${tests[@]}"
   echo "loom fast: ${#tests[@]} tests, bound 3"
   run_each "$binary" LOOM_MAX_PREEMPTIONS=3 "${tests[@]}"
+  mapfile -t depot < <(printf '%s\n' "${tests[@]}" | grep '^depot_')
+  echo "loom fast: ${#depot[@]} depot tests, bound 4"
+  run_each "$binary" LOOM_MAX_PREEMPTIONS=4 "${depot[@]}"
 }
 
 # Scenarios 1-3 (the depot: push/pop, ABA, growth, shrink) with loom inside crossbeam-epoch
@@ -87,6 +91,8 @@ shuttle() {
   run_each "$binary" SHUTTLE_ITERATIONS="$iterations" "${tests[@]}"
 }
 
+mutants() { bash loom-tests/mutants.sh; }
+
 timed() {
   local start=$SECONDS
   echo "=== $1"
@@ -99,12 +105,12 @@ case ${1:-all} in
   full) timed full ;;
   shuttle) timed shuttle ;;
   shuttle-long) timed shuttle 100000 ;;
-  mutants) timed bash loom-tests/mutants.sh ;;
+  mutants) timed mutants ;;
   all)
     timed fast
     timed full
     timed shuttle
-    timed bash loom-tests/mutants.sh
+    timed mutants
     ;;
   *) echo "usage: $0 [fast|full|shuttle|shuttle-long|mutants|all]" >&2; exit 2 ;;
 esac
