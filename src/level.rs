@@ -1,5 +1,5 @@
-//! A stack's length and the low-water mark of its current trim interval, in one atomic
-//! word.
+//! How many magazines a stack surely holds, and the least it surely held since the current
+//! trim interval began, in one atomic word.
 
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -8,24 +8,33 @@ const HALF: u32 = usize::BITS / 2;
 /// The most magazines a stack can count: 2^32 - 1 on 64-bit targets, 65535 on 32-bit ones.
 pub(crate) const MAX_LEN: usize = (1 << HALF) - 1;
 
-/// The length of a depot stack and the least length it had since the current trim
-/// interval began.
+/// The working-set counter of a depot stack: magazines that are linked and not claimed by
+/// a pop, and the low-water mark of that count over the current trim interval.
 ///
-/// Upholds the precision half of DESIGN.md invariant 4 (a working-set trim releases at
-/// most the magazines that stayed in the stack for the whole interval) and, with
-/// [`Stack`](crate::stack::Stack), invariant 5. Both numbers live in one word and change
-/// together in one compare-and-swap, so no interleaving can slip between a length change
-/// and its low-water update. (With two separate atomics, a pop preempted between its
-/// decrement and its low-water update, followed by a push and a trim, lets the trim count
-/// the popped magazine as unused; `proofs/trim.pml` has that counterexample.)
+/// Upholds the precision half of DESIGN.md invariant 4: a working-set trim releases at
+/// most the magazines that stayed in the stack for the whole interval. Two choices make
+/// the count a *lower bound* of what the stack holds at every instant, so its low-water
+/// mark never exceeds the real one:
 ///
-/// | bits      | meaning                                                          |
-/// |-----------|------------------------------------------------------------------|
-/// | low half  | `len`: magazines reserved or linked (see `Stack`)                 |
-/// | high half | `low`: the least `len` since the last [`Level::restart_interval`] |
+/// - a push [`add`](Level::add)s *after* its node is linked, and a pop
+///   [`claim`](Level::claim)s *before* it unlinks one (a claim also guarantees the popper a
+///   node: claims never outnumber linked nodes);
+/// - the count and its low-water mark share one word and change in one compare-and-swap,
+///   so no length change can slip past the low-water update.
 ///
-/// Transitions: `reserve` raises `len`; `release` lowers `len` and sets
-/// `low = min(low, len)`; `restart_interval` sets `low = len`. So `low <= len` always.
+/// Both were found necessary by `proofs/trim.pml`: with the low-water mark in a separate
+/// atomic, or with the count lowered only *after* the unlink (as the stack's capacity
+/// counter is), a pop racing a push and a trim lets the trim release a magazine pushed
+/// during the interval. Erring low only makes a trim keep a magazine it could have released
+/// (at most one per push in flight at the interval's minimum).
+///
+/// | bits      | meaning                                                             |
+/// |-----------|---------------------------------------------------------------------|
+/// | low half  | `count`: linked magazines not claimed by a pop                      |
+/// | high half | `low`: the least `count` since the last [`Level::restart_interval`] |
+///
+/// Transitions: `add` raises `count`; `claim` lowers `count` and sets
+/// `low = min(low, count)`; `restart_interval` sets `low = count`. So `low <= count`.
 /// All are SeqCst read-modify-writes, paid once per magazine, not per item.
 #[derive(Debug)]
 pub(crate) struct Level(AtomicUsize);
@@ -34,9 +43,9 @@ fn unpack(word: usize) -> (usize, usize) {
     (word & MAX_LEN, word >> HALF)
 }
 
-fn pack(len: usize, low: usize) -> usize {
-    debug_assert!(len <= MAX_LEN && low <= len);
-    len | (low << HALF)
+fn pack(count: usize, low: usize) -> usize {
+    debug_assert!(count <= MAX_LEN && low <= count);
+    count | (low << HALF)
 }
 
 impl Level {
@@ -44,47 +53,38 @@ impl Level {
         Self(AtomicUsize::new(0))
     }
 
-    /// Magazines reserved or linked.
-    pub(crate) fn len(&self) -> usize {
-        unpack(self.0.load(Ordering::SeqCst)).0
-    }
-
-    /// Counts one more magazine if fewer than `cap` (and than [`MAX_LEN`]) are counted;
-    /// returns the new length. Check and increment are one atomic step.
-    pub(crate) fn reserve(&self, cap: usize) -> Option<usize> {
-        let cap = cap.min(MAX_LEN);
-        self.0
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
-                let (len, low) = unpack(word);
-                (len < cap).then(|| pack(len + 1, low))
-            })
-            .ok()
-            .map(|word| unpack(word).0 + 1)
-    }
-
-    /// Counts one magazine less and lowers the low-water mark to the new length; returns
-    /// the new length.
-    pub(crate) fn release(&self) -> usize {
-        let word = self
+    /// Counts a magazine that has just been linked.
+    pub(crate) fn add(&self) {
+        let _ = self
             .0
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
-                let (len, low) = unpack(word);
-                debug_assert!(len > 0, "released more magazines than counted");
-                let len = len - 1;
-                Some(pack(len, low.min(len)))
-            })
-            .expect("the update never refuses");
-        unpack(word).0 - 1
+                let (count, low) = unpack(word);
+                debug_assert!(count < MAX_LEN, "the stack's capacity counter bounds this");
+                Some(pack(count + 1, low))
+            });
     }
 
-    /// Ends the interval and starts the next at the current length. Returns the ended
-    /// interval's low-water mark: how many magazines stayed counted the whole interval.
+    /// Claims one counted magazine for a pop, lowering the low-water mark with the count;
+    /// `false` when none is counted.
+    pub(crate) fn claim(&self) -> bool {
+        self.0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
+                let (count, low) = unpack(word);
+                let count = count.checked_sub(1)?;
+                Some(pack(count, low.min(count)))
+            })
+            .is_ok()
+    }
+
+    /// Ends the interval and starts the next at the current count. Returns the ended
+    /// interval's low-water mark: how many magazines stayed in the stack all of it (at
+    /// least).
     pub(crate) fn restart_interval(&self) -> usize {
         let word = self
             .0
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
-                let (len, _) = unpack(word);
-                Some(pack(len, len))
+                let (count, _) = unpack(word);
+                Some(pack(count, count))
             })
             .expect("the update never refuses");
         unpack(word).1
@@ -96,19 +96,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn low_water_follows_releases_until_restarted() {
+    fn low_water_follows_claims_until_restarted() {
         let level = Level::new();
-        for expected in 1..=5 {
-            assert_eq!(level.reserve(usize::MAX), Some(expected));
-        }
+        (0..5).for_each(|_| level.add());
         assert_eq!(
             level.restart_interval(),
             0,
             "the first interval began empty"
         );
-        assert_eq!(level.release(), 4);
-        assert_eq!(level.release(), 3);
-        assert_eq!(level.reserve(usize::MAX), Some(4));
+        assert!(level.claim());
+        assert!(level.claim());
+        level.add();
         assert_eq!(
             level.restart_interval(),
             3,
@@ -118,12 +116,12 @@ mod tests {
     }
 
     #[test]
-    fn reserve_stops_at_the_cap() {
+    fn nothing_to_claim_in_an_empty_count() {
         let level = Level::new();
-        assert_eq!(level.reserve(2), Some(1));
-        assert_eq!(level.reserve(2), Some(2));
-        assert_eq!(level.reserve(2), None);
-        assert_eq!(level.len(), 2);
-        assert_eq!(level.reserve(usize::MAX), Some(3), "the cap is per call");
+        assert!(!level.claim());
+        level.add();
+        assert!(level.claim());
+        assert!(!level.claim());
+        assert_eq!(level.restart_interval(), 0);
     }
 }

@@ -20,7 +20,7 @@ use core::ptr;
 
 use crate::level::{Level, MAX_LEN};
 use crate::magazine::Magazine;
-use crate::sync::{self, AtomicPtr, Backoff, Ordering, UnsafeCell};
+use crate::sync::{self, AtomicPtr, AtomicUsize, Backoff, Ordering, UnsafeCell};
 
 /// A stack node. Both fields are facade cells so that loom sees a node written while
 /// another thread may still read it (which would be the ABA bug above).
@@ -37,14 +37,16 @@ struct Node<T> {
 /// counting half of invariant 5: the length is incremented *before* a push links its node
 /// and decremented *after* a pop unlinked one, so `len >= linked nodes` at every instant
 /// (which is what makes a capacity check on it a hard bound) and `len == linked nodes`
-/// whenever no push or pop is in flight. The length carries its low-water mark for
-/// trimming (see [`Level`]).
+/// whenever no push or pop is in flight. A second count, [`Level`], errs the other way
+/// (after the link, before the unlink) and carries the low-water mark for trimming.
 pub(crate) struct Stack<T> {
     /// The top node, null when empty. Published by a Release CAS in `push`; every
     /// modification is a CAS (a read-modify-write), so an Acquire load synchronises with
     /// every push that linked a node reachable from the value it reads.
     head: AtomicPtr<Node<T>>,
-    /// Reserved or linked magazines and their low-water mark (see the type docs).
+    /// Reserved or linked magazines: the capacity counter (see the type docs).
+    len: AtomicUsize,
+    /// Linked magazines not claimed by a pop, and their low-water mark (see [`Level`]).
     level: Level,
     /// MUTANT (model checks only): one popped node kept for the next push, re-linked
     /// without waiting for the epoch. The ABA bug of the module docs.
@@ -62,6 +64,7 @@ impl<T> Stack<T> {
     pub(crate) fn new() -> Self {
         Self {
             head: AtomicPtr::new(ptr::null_mut()),
+            len: AtomicUsize::new(0),
             level: Level::new(),
             #[cfg(magazine_mutant = "pop_relink_without_epoch")]
             recycled: AtomicPtr::new(ptr::null_mut()),
@@ -70,10 +73,11 @@ impl<T> Stack<T> {
 
     /// Magazines in the stack (exact when quiescent, see the type docs).
     pub(crate) fn len(&self) -> usize {
-        self.level.len()
+        self.len.load(Ordering::SeqCst)
     }
 
-    /// Ends the trim interval; returns how many magazines stayed in the stack all of it.
+    /// Ends the trim interval; returns how many magazines stayed in the stack all of it
+    /// (a lower bound, see [`Level`]).
     pub(crate) fn restart_interval(&self) -> usize {
         self.level.restart_interval()
     }
@@ -94,19 +98,28 @@ impl<T> Stack<T> {
         magazine: Magazine<T>,
         cap: usize,
     ) -> Result<usize, Magazine<T>> {
+        let cap = cap.min(MAX_LEN);
+        // SeqCst on the counters: the working-set argument (see `Level`) needs one total
+        // order of counter changes and links; it is paid once per magazine, not per item.
         #[cfg(not(magazine_mutant = "fixed_cap_load_then_push"))]
-        let reserved = self.level.reserve(cap);
+        let reserved = self
+            .len
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |len| {
+                (len < cap).then_some(len + 1)
+            });
         // MUTANT: check, then reserve: two pushers can both pass the check.
         #[cfg(magazine_mutant = "fixed_cap_load_then_push")]
-        let reserved = (self.level.len() < cap)
-            .then(|| self.level.reserve(MAX_LEN))
-            .flatten();
+        let reserved = match self.len() < cap {
+            true => Ok(self.len.fetch_add(1, Ordering::SeqCst)),
+            false => Err(cap),
+        };
         match reserved {
-            Some(len) => {
+            Ok(previous) => {
                 self.link(magazine);
-                Ok(len)
+                self.level.add();
+                Ok(previous + 1)
             }
-            None => Err(magazine),
+            Err(_) => Err(magazine),
         }
     }
 
@@ -140,6 +153,11 @@ impl<T> Stack<T> {
 
     /// Pops the top magazine.
     pub(crate) fn pop(&self) -> Option<Magazine<T>> {
+        // Claim a counted magazine first (see `Level`): a claim stands for a linked node
+        // that no other pop has claimed, so the loop below always finds one.
+        if !self.level.claim() {
+            return None;
+        }
         let guard = sync::pin();
         let backoff = Backoff::new();
         // Acquire: makes the node's `next` and magazine, written before its publishing
@@ -147,6 +165,10 @@ impl<T> Stack<T> {
         let mut head = self.head.load(Ordering::Acquire);
         loop {
             if head.is_null() {
+                // Unreachable while claims never outnumber linked nodes; give the claim
+                // back rather than wait.
+                debug_assert!(false, "a claimed pop found the stack empty");
+                self.level.add();
                 return None;
             }
             // SAFETY: `head` was read while we are pinned; a node is freed only by a
@@ -171,7 +193,7 @@ impl<T> Stack<T> {
                 .magazine
                 .with_mut(|magazine| ManuallyDrop::take(&mut *magazine))
         };
-        self.level.release();
+        self.len.fetch_sub(1, Ordering::SeqCst);
         // SAFETY: the node is unlinked and can no longer be reached from `head`; threads that
         // read it are pinned, and the epoch runs this only after they all unpin. The node's
         // magazine was moved out above and is `ManuallyDrop`, so dropping the box frees
