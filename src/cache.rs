@@ -203,7 +203,8 @@ impl<S: Source> Cache<S> {
     /// does; the cache starts no thread of its own.
     ///
     /// - `Dynamic { trim: WorkingSet }` releases the magazines that stayed in the depot
-    ///   during the whole interval since the previous call (never going below `target`);
+    ///   during the whole interval since the previous call, never more, and never going
+    ///   below `target`;
     /// - `Dynamic { trim: OnePerTick }` releases one magazine if the depot holds more than
     ///   `target`;
     /// - `Fixed` releases no full magazine.

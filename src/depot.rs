@@ -119,7 +119,8 @@ impl<T> Depot<T> {
                 target,
                 trim: Trim::WorkingSet,
             } => {
-                // The magazines that stayed in the depot during the whole interval.
+                // The magazines that stayed in the depot during the whole interval (a
+                // lower bound, see `Level`).
                 let unused = self.full.restart_interval();
                 self.release_full(unused, target, &mut release)
             }

@@ -77,10 +77,11 @@
 //!    and [`Cache::flush`] wait for a slot's owner to finish its bounded step.)
 //! 4. **Bounded memory.** With [`DepotPolicy::Dynamic`], once the load stops, repeated
 //!    [`Cache::trim`] brings the depot down to `target` full magazines; with
-//!    [`Trim::WorkingSet`] a single trim releases every magazine that stayed unused for the
-//!    whole interval. The empty stack is capped by [`Options::max_empty`]. The items a cache
-//!    can hold are at most `cpus x 2 x magazine_size` in the slots, plus `magazine_size`
-//!    per full depot magazine, plus two magazines per live [`LocalCache`].
+//!    [`Trim::WorkingSet`] a single trim releases the magazines that stayed unused for the
+//!    whole interval, never more (a push in flight at the interval's low point can make it
+//!    keep one more). The empty stack is capped by [`Options::max_empty`]. The items a
+//!    cache can hold are at most `cpus x 2 x magazine_size` in the slots, plus
+//!    `magazine_size` per full depot magazine, plus two magazines per live [`LocalCache`].
 //! 5. **Accounting.** When quiescent, [`Stats::depot_full`] and [`Stats::depot_empty`]
 //!    equal the real stack lengths.
 //!
