@@ -71,8 +71,10 @@ hunt() {
         if [ "$status" -eq 124 ]; then
           why="timed out after ${PER_TEST_TIMEOUT}s"
         else
-          why=$(grep -m1 -A1 'panicked at' "$log" | tail -n 1 | cut -c1-90)
-          [ -n "$why" ] || why="exit status $status"
+          why=$(grep -m1 -A1 'panicked at' "$log" | tail -n 1 | cut -c1-90 || true)
+          # No panic: the process died (e.g. the allocator's "double free detected" abort).
+          [ -n "$why" ] || why="$(grep -m1 -i 'free\|abort\|signal' "$log" | cut -c1-70 || true)"
+          why="${why:+$why, }exit status $status"
         fi
         echo "caught $test/${setting#*=} $((SECONDS - start)) $why"
         rm -f "$log"

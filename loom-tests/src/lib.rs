@@ -1,5 +1,5 @@
-//! Model-check scenarios for `magazine`: each scenario is written once, in [`scenarios`],
-//! against the tiny [`checker`] shim, and run under loom (`tests/loom.rs`, `--cfg loom`)
+//! Model-check scenarios for `magazine`: each scenario is written once, in `scenarios`,
+//! against the tiny `checker` shim, and run under loom (`tests/loom.rs`, `--cfg loom`)
 //! and under shuttle (`tests/shuttle.rs`, feature `shuttle`). See `README.md` for the
 //! commands, what each mode covers, and the mutants that show the suites can fail.
 //!

@@ -2,8 +2,9 @@
 //! model, up to the preemption bound in `LOOM_MAX_PREEMPTIONS` (2 when unset).
 //!
 //! Fast mode: `RUSTFLAGS="--cfg loom"`. Full mode adds `--cfg crossbeam_loom`, so that
-//! crossbeam-epoch runs on loom's primitives too; only the `full_` tests run there (see
-//! README.md), one per process.
+//! crossbeam-epoch runs on loom's primitives too; `run.sh full` runs the depot scenarios
+//! 1-3 there, one per process (see README.md). The `_wide` tests run a cache scenario with
+//! three workers instead of two.
 #![cfg(loom)]
 
 use magazine::Trim;
