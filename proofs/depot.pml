@@ -1,6 +1,7 @@
 /*
- * depot.pml -- the Treiber stack of src/stack.rs (Stack::push, Stack::push_bounded via
- * Stack::link, Stack::pop) with crossbeam-epoch modelled as a grace-period rule.
+ * depot.pml -- the Treiber stack of src/stack.rs at e74670c (Stack::push_bounded: len
+ * reservation, Stack::link, Level::add; Stack::pop: Level::claim, the Treiber loop,
+ * len.fetch_sub) with crossbeam-epoch modelled as a grace-period rule.
  * The step-to-line table is in proofs/README.md.
  *
  * Three processes, three magazines, a pool of NNODE node addresses, OPS operations each
@@ -17,7 +18,10 @@
  *   - the list from head is acyclic, without repeats, every node on it is LINKED, and
  *     the nodes on it are exactly the LINKED ones;
  *   - the magazines on it are exactly those marked STACK (each magazine in one place);
- *   - len >= linked nodes (Stack::len is a hard bound); at the end len == linked.
+ *   - len >= linked nodes (Stack::len is a hard bound) and Level's count <= linked
+ *     nodes; at the end len == count == linked.
+ * A pop whose claim succeeded must never read a null head (asserted: the branch of
+ * stack.rs l.167-173 is unreachable).
  * Checked at every read of a node: the node is not FREE (no read after free).
  *
  * -DNO_GRACE      negative control: a popped node is freed at once (no epoch).
@@ -44,7 +48,8 @@
 #define SOURCE 9
 
 byte head;                 /* Stack::head, 0 = null */
-byte slen;                  /* Stack::len */
+byte slen;                 /* Stack::len (capacity counter) */
+byte level;                /* Level's count: linked and not claimed */
 byte next[NNODE + 1];      /* Node::next */
 byte nmag[NNODE + 1];      /* Node::magazine */
 byte nstate[NNODE + 1];    /* ghost */
@@ -82,7 +87,8 @@ inline check() {
     :: else -> if :: magloc[ck_k] == STACK -> ck_n++ :: else fi; ck_k++
     od;
     assert(ck_n == ck_c);
-    assert(slen >= ck_c)
+    assert(slen >= ck_c);
+    assert(level <= ck_c)
 }
 
 /* crossbeam-epoch as a grace-period rule: unpinning clears this process from every
@@ -119,7 +125,7 @@ inline alloc_node(n) {
 }
 
 inline push(me, m) {
-    d_step { slen++ };                                    /* push: len.fetch_add */
+    d_step { slen++ };                                    /* push_bounded: len.fetch_update */
     atomic { alloc_node(n); nstate[n] = PRIVATE; nmag[n] = m;  /* link: Box::new */
              printf("P%d push: new node at address %d for magazine %d\n", me, n, m) };
     h = head;                                            /* link: head.load */
@@ -136,47 +142,62 @@ inline push(me, m) {
        };
        if :: ok -> break :: else fi
     od;
-    h = 0; n = 0; ok = 0
+    h = 0;                                               /* (break lands outside the d_step) */
+    d_step { level++; check() };                         /* push_bounded: level.add() */
+    n = 0; ok = 0
 }
 
 inline pop(me, m) {
-    d_step { pinned = pinned | (1 << me) };              /* pop: sync::pin() */
-    d_step { h = head;                                   /* pop: head.load(Acquire) */
-             printf("P%d pop: pinned, reads head = %d\n", me, h) };
-    do
-    :: h == 0 -> break                                   /* pop: return None */
-    :: else ->
-#ifndef NO_UAF_CHECK
-       assert(nstate[h] != FREE);                        /* no read after free */
-#endif
-       d_step { nx = next[h];                            /* pop: (*head).next */
-                printf("P%d pop: reads (*%d).next = %d\n", me, h, nx) };
-       d_step {                                          /* pop: compare_exchange_weak */
-           if
-           :: head == h ->
-               head = nx; nstate[h] = UNLINKED; magloc[nmag[h]] = me;
-               printf("P%d pop: CAS head %d -> %d won, takes magazine %d\n", me, h, nx, nmag[h]);
-               check(); ok = 1
-           :: else -> h = head; ok = 0;
-               printf("P%d pop: CAS fails, head = %d\n", me, h)
-           fi
-       };
-       if :: ok -> break :: else fi
-    od;
+    d_step {                                             /* pop: level.claim() */
+        if :: level > 0 -> level--; ok = 1;
+              printf("P%d pop: level.claim() -> count %d\n", me, level)
+           :: else -> ok = 0 fi
+    };
     if
-    :: h != 0 ->
-       assert(nstate[h] == UNLINKED);
-       m = nmag[h];                                      /* pop: ManuallyDrop::take */
-       d_step { slen--; check() };                        /* pop: len.fetch_sub */
-#ifdef NO_GRACE
-       d_step { nstate[h] = FREE;                        /* freed at once */
-                printf("P%d pop: frees node %d at once (no grace period)\n", me, h) }
-#else
-       d_step { nstate[h] = RETIRED; waitmask[h] = pinned }  /* guard.defer_unchecked */
+    :: ok ->                                             /* claimed */
+        ok = 0;
+        d_step { pinned = pinned | (1 << me) };              /* pop: sync::pin() */
+        d_step { h = head;                                   /* pop: head.load(Acquire) */
+                 printf("P%d pop: pinned, reads head = %d\n", me, h) };
+        do
+        :: h == 0 ->                                         /* pop: null head after a claim */
+           printf("P%d pop: head is null after a successful claim\n", me);
+           assert(h != 0); break                             /* (unreachable) */
+        :: else ->
+#ifndef NO_UAF_CHECK
+           assert(nstate[h] != FREE);                        /* no read after free */
 #endif
-    :: else
+           d_step { nx = next[h];                            /* pop: (*head).next */
+                    printf("P%d pop: reads (*%d).next = %d\n", me, h, nx) };
+           d_step {                                          /* pop: compare_exchange_weak */
+               if
+               :: head == h ->
+                   head = nx; nstate[h] = UNLINKED; magloc[nmag[h]] = me;
+                   printf("P%d pop: CAS head %d -> %d won, takes magazine %d\n", me, h, nx, nmag[h]);
+                   check(); ok = 1
+               :: else -> h = head; ok = 0;
+                   printf("P%d pop: CAS fails, head = %d\n", me, h)
+               fi
+           };
+           if :: ok -> break :: else fi
+        od;
+        if
+        :: h != 0 ->
+           assert(nstate[h] == UNLINKED);
+           m = nmag[h];                                      /* pop: ManuallyDrop::take */
+           d_step { slen--; check() };                        /* pop: len.fetch_sub */
+#ifdef NO_GRACE
+           d_step { nstate[h] = FREE;                        /* freed at once */
+                    printf("P%d pop: frees node %d at once (no grace period)\n", me, h) }
+#else
+           d_step { nstate[h] = RETIRED; waitmask[h] = pinned }  /* guard.defer_unchecked */
+#endif
+        :: else
+        fi;
+        d_step { unpin(me) };                                /* guard dropped */
+        skip                                             /* (the d_step cannot end the branch) */
+    :: else                                              /* pop: return None */
     fi;
-    d_step { unpin(me) };                                /* guard dropped */
     h = 0; nx = 0; ok = 0
 }
 
@@ -204,11 +225,11 @@ init {
         nmag[1] = 1; nmag[2] = 2;
         nstate[1] = LINKED; nstate[2] = LINKED;
         magloc[1] = STACK; magloc[2] = STACK; magloc[3] = 1;
-        slen = 2;
+        slen = 2; level = 2;
         run worker(1, 3);
         run worker(2, 0);
         run worker(3, 0)
     };
     done == NPROC;
-    d_step { check(); assert(slen == ck_c); assert(pinned == 0) }
+    d_step { check(); assert(slen == ck_c && level == ck_c); assert(pinned == 0) }
 }

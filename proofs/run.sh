@@ -6,8 +6,7 @@
 # SPIN's counterexample replayed with `spin -t` (the models' printf lines).
 #
 # Exit status: non-zero when a run expected to pass reports an error or an incomplete
-# search, or when a run expected to fail (a negative control, or a documented finding)
-# reports no error.
+# search, or when a run expected to fail (a negative control) reports no error.
 #
 # Builds in a temporary directory; nothing is written under proofs/.
 # Usage: proofs/run.sh [name-filter]      e.g. proofs/run.sh cache
@@ -35,8 +34,6 @@ printf '%-26s %-8s %-6s %12s %7s %10s %8s %7s\n' \
 # run NAME EXPECT MODEL "SPIN -D flags" "extra gcc -D flags" "pan flags"
 #   EXPECT: pass     a correct model: errors 0 and a complete search
 #           fail     a negative control: SPIN must find the counterexample
-#           finding  a property the current src/ does not have (README.md, Findings):
-#                    expected to fail until the code is fixed
 run() {
     local name=$1 expect=$2 model=$3 defs=$4 ccdefs=$5 panflags=$6
     if [ -n "$filter" ] && [[ $name != *"$filter"* ]]; then return; fi
@@ -70,7 +67,7 @@ run() {
     case $expect in
         pass)
             if [ "$errors" = 0 ] && [ $incomplete = 0 ]; then result=ok; else result=FAIL; fi ;;
-        fail|finding)
+        fail)
             if [ "$errors" != 0 ] && [ "$errors" != "?" ]; then result=ok; else result=FAIL; fi ;;
     esac
     printf '%-26s %-8s %-6s %12s %7s %10s %8s %7s\n' \
@@ -79,7 +76,7 @@ run() {
         failures=$((failures + 1))
         grep -E 'violated|invalid end state|too small|out of memory|not completed' "$out" | head -5 | sed 's/^/    /'
     fi
-    if [ -n "$(ls "$dir"/*.trail 2>/dev/null)" ]; then   # controls, findings, and any surprise
+    if [ -n "$(ls "$dir"/*.trail 2>/dev/null)" ]; then   # controls, and any surprise
         echo "    counterexample ($name): $(grep -m1 -E '^pan:1: ' "$out" | sed 's/^pan:1: //')"
         # shellcheck disable=SC2086
         (cd "$dir" && spin $defs -t "$model" 2>&1) |
@@ -95,10 +92,11 @@ run depot                    pass     depot.pml     ""                          
 run depot_no_grace_uaf       fail     depot.pml     "-DNO_GRACE"                       "-DREACH"     "-m1000 -i"
 run depot_no_grace_aba       fail     depot.pml     "-DNO_GRACE -DNO_UAF_CHECK"        "-DREACH"     "-m1000 -i"
 run trim                     pass     trim.pml      "-DOPS=3"                          "-DCOLLAPSE"  "-m100000 -w26"
-run trim_2poppers            pass     trim.pml      "-DPOPPERS=2 -DTRIMMERS=1"         "-DCOLLAPSE"  "-m100000 -w26"
-run trim_single_read         fail     trim.pml      "-DSINGLE_READ"                    "-DREACH"     "-m1000 -i"
-run trim_exact               finding  trim.pml      "-DEXACT"                          "-DREACH"     "-m1000 -i"
-run trim_packed_exact        pass     trim.pml      "-DPACKED -DEXACT -DOPS=3"         "-DCOLLAPSE"  "-m100000 -w26"
+run trim_2poppers            pass     trim.pml      "-DPOPPERS=2 -DTRIMMERS=1 -DOPS=3" "-DCOLLAPSE"  "-m100000 -w26"
+run trim_2pushers            pass     trim.pml      "-DPUSHERS=2 -DTRIMMERS=1"         "-DCOLLAPSE"  "-m100000 -w26"
+run trim_old_two_atomics     fail     trim.pml      "-DOLD"                            "-DREACH"     "-m1000 -i"
+run trim_packed_58eb296      fail     trim.pml      "-DPACKED"                         "-DREACH"     "-m1000 -i"
+run trim_add_before_link     fail     trim.pml      "-DADD_FIRST"                      "-DREACH"     "-m1000 -i"
 run fixedcap                 pass     fixedcap.pml  "-DOPS=3"                          ""            "-m100000"
 run fixedcap_split_cap       fail     fixedcap.pml  "-DSPLIT_CAP -DONLY_DEPOT_BOUND"   "-DREACH"     "-m1000 -i"
 run fixedcap_dec_first       fail     fixedcap.pml  "-DDEC_FIRST -DONLY_DEPOT_BOUND"   "-DREACH"     "-m1000 -i"
