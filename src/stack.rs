@@ -152,6 +152,12 @@ impl<T> Stack<T> {
     }
 
     /// Pops the top magazine.
+    ///
+    /// While pushes and pops are in flight, `None` can mean "every linked magazine is
+    /// claimed by a pop in progress" rather than "empty": a pop that claims, then takes the
+    /// node a racing push has just linked, leaves an older magazine in place uncounted until
+    /// that push counts its own (`proofs/README.md` has the interleaving). Nothing is lost;
+    /// the next pop sees it. When no push or pop is in flight, `None` means empty.
     pub(crate) fn pop(&self) -> Option<Magazine<T>> {
         // Claim a counted magazine first (see `Level`): a claim stands for a linked node
         // that no other pop has claimed, so the loop below always finds one.
