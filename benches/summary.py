@@ -103,6 +103,13 @@ for m in (1, 16, 127):
     if h is None or x is None:
         continue
     print(f"| {m} | {h:.2f} | {x:.2f} | {x - h:.2f} | {(x - h) * m:.0f} ns |")
+for label, key in [
+    ("reference: 2x epoch pin, per exchange", "depot/exchange/reference: 2x epoch pin (per exchange)"),
+    ("reference: 2x (node alloc + epoch-deferred free), per exchange",
+     "depot/exchange/reference: 2x (node alloc + epoch-deferred free), pinned"),
+]:
+    if get(key) is not None:
+        print(f"| {label} | | | | {get(key):.0f} ns |")
 x = get("depot/exchange/slot 0 -> depot -> slot 1/127")
 if x is not None:
     print(f"| 127, per-CPU slots (`free_on(0)`/`alloc_on(1)`) | | {x:.2f} | | |")
@@ -139,3 +146,35 @@ for name in ("alloc+free (tree only)", "alloc_fast+free_fast", "reference: Cache
     v = get(f"iova/2 threads/{name}/1")
     if v is not None:
         print(f"| {name} | {v:.1f} |")
+
+print("\n### targets\n")
+print("| target | measured | met |")
+print("|---|---|---|")
+
+
+def target(name, value, ok, fmt):
+    if value is not None:
+        print(f"| {name} | {fmt.format(value)} | {'yes' if ok(value) else '**no**'} |")
+
+
+def ratio(a, b):
+    a, b = get(a), get(b)
+    return None if a is None or b is None else a / b
+
+
+target("`LocalCache` pair within 1.5x of the owned `Vec` floor",
+       ratio(fp + "magazine LocalCache", fp + "vec_owned (floor)"), lambda x: x <= 1.5, "{:.2f}x")
+target("`Cache` (per-CPU) pair within 6x of the floor",
+       ratio(fp + "magazine Cache (per-CPU)", fp + "vec_owned (floor)"), lambda x: x <= 6, "{:.2f}x")
+target("`Cache` (per-CPU) pair under half an `ArrayQueue` pair",
+       ratio(fp + "magazine Cache (per-CPU)", fp + "crossbeam ArrayQueue"), lambda x: x < 0.5, "{:.2f}x")
+g = "handoff/1->1/"
+target("handoff 1->1 (`LocalCache`) at least 3x `ArrayQueue` items/s",
+       ratio(g + "crossbeam ArrayQueue", g + "magazine LocalCache"), lambda x: x >= 3, "{:.2f}x")
+target("handoff 1->1 (`LocalCache`) at least 6x `Mutex<Vec>` items/s",
+       ratio(g + "Mutex<Vec>", g + "magazine LocalCache"), lambda x: x >= 6, "{:.2f}x")
+h, x = get("depot/exchange/hits only/127"), get("depot/exchange/LocalCache -> depot -> LocalCache/127")
+target("depot exchange under 2 ns per item moved (magazine size 127)",
+       None if h is None or x is None else x - h, lambda v: v < 2, "{:.2f} ns")
+target("IOVA fast path at least 10x the slow path (1 page, one thread)",
+       ratio("iova/alloc+free (tree only)/1", "iova/alloc_fast+free_fast/1"), lambda v: v >= 10, "{:.2f}x")
