@@ -69,7 +69,6 @@ table(
         ("`SegQueue`", fp + "crossbeam SegQueue"),
     ],
 )
-print()
 for label, key in [
     ("reference: 2x slot take + give back (uncontended CAS + Release store)",
      fp + "reference: 2x slot take+give back (CAS + Release store)"),
