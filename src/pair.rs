@@ -13,6 +13,10 @@ use crate::magazine::Magazine;
 /// or from the depot. Bonwick's invariant "previous is full or empty" holds after every
 /// exchange; the swap tests below are written as "previous can serve" so that they stay
 /// correct for the partly filled magazines that a handle drop or a panicking source leave.
+///
+/// Upholds DESIGN.md invariant 1 across exchanges: every item stays in exactly one
+/// magazine, and the item being freed is stored before the depot is asked to take a
+/// magazine (so no item is in flight while a `Fixed` overflow runs the source).
 pub(crate) struct MagazinePair<T> {
     pub(crate) loaded: Magazine<T>,
     pub(crate) previous: Magazine<T>,

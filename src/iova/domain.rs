@@ -75,7 +75,21 @@ pub struct IovaDomain {
 }
 
 /// A snapshot of an [`IovaDomain`]'s counters, from [`IovaDomain::stats`].
+///
+/// ```
+/// use magazine::iova::IovaDomain;
+///
+/// let domain = IovaDomain::new(4096, 1);
+/// let limit = domain.dma_32bit_pfn() - 1;
+/// let pfn = domain.alloc_fast_on(0, 1, limit).unwrap();
+/// domain.free_fast_on(0, pfn, 1).unwrap();
+/// let stats = domain.stats();
+/// assert_eq!(stats.rcaches.len(), 6, "size classes 1, 2, 4, ... 32 pages");
+/// assert_eq!(stats.tree_allocs, 1, "the first allocation came from the tree");
+/// assert_eq!(stats.rcaches[0].free_hits, 1, "its free went to a magazine");
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct IovaStats {
     /// The counters of each size class's cache; index = order (1, 2, 4, ... pages).
     pub rcaches: Vec<Stats>,

@@ -121,6 +121,15 @@ impl std::error::Error for IovaError {}
 
 /// An inconsistency found by [`IovaDomain::check`](super::IovaDomain::check): a bug in
 /// the domain (or a check run while other threads work), never a user error.
+///
+/// ```
+/// use magazine::iova::IovaDomain;
+///
+/// let domain = IovaDomain::new(4096, 1);
+/// if let Err(error) = domain.check() {
+///     panic!("inconsistent domain: {}", error.message());
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckError(pub(crate) String);
 
