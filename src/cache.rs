@@ -56,15 +56,18 @@ pub struct Cache<S: Source> {
     counters: CacheCounters,
 }
 
-/// Counters of the slow paths and of `LocalCache` handles, shared by all threads.
+/// Counters of the slow paths and of `LocalCache` handles, shared by all threads. The
+/// handles' hit counters are published on every depot exchange, by allocating threads and
+/// by freeing threads respectively: each has a cache line of its own so that the two sides
+/// of a hand-off do not bounce one line between them.
 #[derive(Default)]
 pub(crate) struct CacheCounters {
     pub(crate) source_allocs: SharedCounter,
     pub(crate) source_frees: SharedCounter,
     pub(crate) busy_misses: SharedCounter,
     pub(crate) exhaustion_flushes: SharedCounter,
-    pub(crate) local_alloc_hits: SharedCounter,
-    pub(crate) local_free_hits: SharedCounter,
+    pub(crate) local_alloc_hits: CachePadded<SharedCounter>,
+    pub(crate) local_free_hits: CachePadded<SharedCounter>,
 }
 
 impl<S: Source> Cache<S> {

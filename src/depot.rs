@@ -74,7 +74,7 @@ impl<T> Depot<T> {
                 return Err(magazine);
             }
         };
-        self.peak.fetch_max(len, Ordering::Relaxed);
+        self.raise_peak(len);
         self.pushes.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -84,7 +84,7 @@ impl<T> Depot<T> {
     pub(crate) fn push_full_unbounded(&self, magazine: Magazine<T>) {
         self.items.fetch_add(magazine.len(), Ordering::Relaxed);
         let len = self.full.push(magazine);
-        self.peak.fetch_max(len, Ordering::Relaxed);
+        self.raise_peak(len);
         self.pushes.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -187,6 +187,14 @@ impl<T> Depot<T> {
 
     pub(crate) fn full_items(&self) -> usize {
         self.items.load(Ordering::Relaxed)
+    }
+
+    /// Records a new length in `peak`: a plain load first, because the peak rarely moves
+    /// and a read-modify-write on every push would contend for nothing.
+    fn raise_peak(&self, len: usize) {
+        if len > self.peak.load(Ordering::Relaxed) {
+            self.peak.fetch_max(len, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn peak(&self) -> usize {
