@@ -8,6 +8,7 @@ use crossbeam_utils::CachePadded;
 use crate::depot::Depot;
 use crate::local::LocalCache;
 use crate::magazine::Magazine;
+use crate::pair::MagazinePair;
 use crate::policy::{Config, Options};
 use crate::slot::{Slot, SlotGuard};
 use crate::source::Source;
@@ -232,7 +233,7 @@ impl<S: Source> Cache<S> {
         for cpu in 0..self.slots.len() {
             self.flush_cpu(cpu);
         }
-        self.depot.drain(|full| drop(self.release(full)));
+        self.drain_depot();
     }
 
     /// Like [`flush`](Self::flush), but skips slots that another thread is working on
@@ -243,7 +244,7 @@ impl<S: Source> Cache<S> {
                 self.drain_slot(&mut slot);
             }
         }
-        self.depot.drain(|full| drop(self.release(full)));
+        self.drain_depot();
     }
 
     /// A snapshot of the counters (see [`Stats`]).
@@ -385,10 +386,17 @@ impl<S: Source> Cache<S> {
     /// Returns both magazines of an owned slot to the source, in place: if the source
     /// panics, what it did not take stays in the slot.
     fn drain_slot(&self, slot: &mut SlotGuard<'_, S::Item>) {
-        slot.with(|magazines| {
-            self.free_to_source(&mut magazines.loaded);
-            self.free_to_source(&mut magazines.previous);
-        });
+        slot.with(|magazines| self.drain_magazines(magazines));
+    }
+
+    fn drain_magazines(&self, magazines: &mut MagazinePair<S::Item>) {
+        self.free_to_source(&mut magazines.loaded);
+        self.free_to_source(&mut magazines.previous);
+    }
+
+    /// Returns every full depot magazine to the source and frees the empty ones.
+    fn drain_depot(&self) {
+        self.depot.drain(|full| drop(self.release(full)));
     }
 }
 
@@ -426,11 +434,9 @@ impl<S: Source> Drop for Cache<S> {
     fn drop(&mut self) {
         let mut slots = core::mem::take(&mut self.slots);
         for slot in slots.iter_mut() {
-            let magazines = slot.get_mut();
-            self.free_to_source(&mut magazines.loaded);
-            self.free_to_source(&mut magazines.previous);
+            self.drain_magazines(slot.get_mut());
         }
-        self.depot.drain(|full| drop(self.release(full)));
+        self.drain_depot();
     }
 }
 
