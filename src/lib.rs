@@ -56,39 +56,51 @@
 //! let cache = Cache::with_config(IdAllocator(Mutex::new((0..1000).collect())), config);
 //! let ids: Vec<u32> = (0..100).map(|_| cache.alloc().unwrap()).collect();
 //! ids.into_iter().for_each(|id| cache.free(id));
-//! cache.trim(); // call periodically; the cache starts no thread of its own
+//! cache.trim(); // call every 2 s or so (docs::trimming); the cache starts no thread
 //! drop(cache); // every cached id goes back to the allocator
 //! ```
 //!
-//! # Guarantees (DESIGN.md invariants) and their limits
+//! # Guarantees and their limits
 //!
-//! 1. **Conservation.** Every item handed to the cache is, when the cache is quiescent, in
-//!    exactly one place: a caller's hands, a magazine (slot, handle or depot) or the source.
-//!    Trim, flush, handle drop and cache drop return items to the source exactly once. A
-//!    source that panics loses nothing: the items it did not take stay in a slot or go to
-//!    the depot, and the cache keeps serving. (Limit: a source that panics while the cache
-//!    itself is being dropped leaves the remaining items to be dropped with the cache.)
-//! 2. **Memory safety.** Depot nodes are freed through crossbeam-epoch only after every
-//!    thread that could read them has unpinned; every push allocates a fresh node, so a
-//!    stale pointer can never win a compare-and-swap (no ABA).
-//! 3. **Progress.** `alloc` and `free` never wait for another thread: a CPU slot is taken
-//!    with one atomic exchange, and a slot held by another thread is a miss (the next free
-//!    slot serves, else the source). The depot is lock-free. (Limit: [`Cache::flush_cpu`]
-//!    and [`Cache::flush`] wait for a slot's owner to finish its bounded step.)
-//! 4. **Bounded memory.** With [`DepotPolicy::Dynamic`], once the load stops, repeated
-//!    [`Cache::trim`] brings the depot down to `target` full magazines; with
-//!    [`Trim::WorkingSet`] a single trim releases the magazines that stayed unused for the
-//!    whole interval, never more (a push in flight at the interval's low point can make it
-//!    keep one more). The empty stack is capped by [`Options::max_empty`]. The items a
-//!    cache can hold are at most `cpus x 2 x magazine_size` in the slots, plus
-//!    `magazine_size` per full depot magazine, plus two magazines per live [`LocalCache`].
-//! 5. **Accounting.** When quiescent, [`Stats::depot_full`] and [`Stats::depot_empty`]
-//!    equal the real stack lengths.
+//! The design, with the problem it solves, its vocabulary and the five invariants below in
+//! full, is in [`docs::design`]; what the cache trusts you with is in [`docs::obligations`].
+//!
+//! 1. [**Conservation.**](docs::design#invariant-1-conservation) Every item handed to the
+//!    cache is, when the cache is quiescent, in exactly one place: a caller's hands, a
+//!    magazine (slot, handle or depot) or the source. Trim, flush, handle drop and cache
+//!    drop return items to the source exactly once. A source that panics loses nothing:
+//!    the items it did not take stay in a slot or go to the depot, and the cache keeps
+//!    serving. (Limits: a source that panics while the cache itself is being dropped
+//!    leaves the remaining items to be dropped with the cache; and the cache cannot see a
+//!    double free or a foreign item: [freeing each item once](docs::obligations) is the
+//!    caller's obligation.)
+//! 2. [**Memory safety.**](docs::design#invariant-2-memory-safety) Depot nodes are freed
+//!    through crossbeam-epoch only after every thread that could read them has unpinned;
+//!    every push allocates a fresh node, so a stale pointer can never win a
+//!    compare-and-swap (no ABA).
+//! 3. [**Progress.**](docs::design#invariant-3-progress) `alloc` and `free` never wait for
+//!    another thread: a CPU slot is taken with one compare-and-swap, and a slot held by
+//!    another thread is a miss (the next free slot serves, else the source). The depot is
+//!    lock-free. (Limit: [`Cache::flush_cpu`], [`Cache::flush`] and [`Cache::cached`] wait
+//!    for a slot's owner to finish its bounded step, so they must not be called from
+//!    [inside a callback](docs::obligations#callbacks-must-not-re-enter-the-cache).)
+//! 4. [**Bounded memory.**](docs::design#invariant-4-bounded-memory) With
+//!    [`DepotPolicy::Dynamic`], once the load stops, repeated [`Cache::trim`] brings the
+//!    depot down to `target` full magazines; with [`Trim::WorkingSet`] a single trim
+//!    releases the magazines that stayed unused for the whole interval, never more (a push
+//!    in flight at the interval's low point can make it keep one more). The empty stack is
+//!    capped by [`Options::max_empty`]. The items a cache can hold are at most
+//!    `cpus x 2 x magazine_size` in the slots, plus `magazine_size` per full depot
+//!    magazine, plus two magazines per live [`LocalCache`]. (Limit: on 32-bit targets a
+//!    depot stack counts at most 65535 magazines; see
+//!    [`docs::obligations`](docs::obligations#depot-length-on-32-bit-targets).)
+//! 5. [**Accounting.**](docs::design#invariant-5-accounting) When quiescent,
+//!    [`Stats::depot_full`] and [`Stats::depot_empty`] equal the real stack lengths.
 //!
 //! # Choosing a front end
 //!
-//! - [`Cache::alloc`] / [`Cache::free`]: per-CPU, for any thread, no setup. One atomic
-//!   exchange per operation to take the CPU's slot (about 7 ns uncontended on a typical
+//! - [`Cache::alloc`] / [`Cache::free`]: per-CPU, for any thread, no setup. One
+//!   compare-and-swap per operation to take the CPU's slot (about 7 ns uncontended on a typical
 //!   x86 VM), plus `sched_getcpu()`.
 //! - [`Cache::local`]: a [`LocalCache`] per long-lived thread; a hit is a plain array
 //!   operation (no atomic), within a few tenths of a nanosecond of a `Vec` push/pop.
@@ -108,8 +120,11 @@
 //! | `Dynamic { trim: OnePerTick }` | without bound | one magazine per `trim()` | reproducing Linux >= 6.7 |
 //! | `Dynamic { trim: WorkingSet }` (default) | without bound | the unused working set per `trim()` | everything else |
 //!
-//! Call [`Cache::trim`] periodically (Linux: every 100 ms), or start a [`Reaper`] thread
-//! (feature `std`) that does it.
+//! Call [`Cache::trim`] periodically: every 2 s for `WorkingSet` (the interval is the
+//! working-set window; shorter ones release magazines that are needed again moments
+//! later), every 100 ms for `OnePerTick` (Linux's rate). Or start a thread that does it
+//! with `Cache::start_default_reaper` (feature `std`). The measurements behind the advice
+//! are in [`docs::trimming`].
 //!
 //! # Unwinding
 //!
@@ -127,6 +142,7 @@ extern crate alloc;
 mod cache;
 pub mod cpu;
 mod depot;
+pub mod docs;
 #[cfg(feature = "iova")]
 pub mod iova;
 mod level;

@@ -10,11 +10,25 @@ use alloc::sync::Arc;
 /// Neither is called while the cache holds a CPU slot, except by [`Cache::flush_cpu`] and
 /// [`Cache::flush`], which drain that slot in place.
 ///
+/// # Obligations
+///
+/// - **Each item out once.** `alloc` must not hand out an item that is already out (in a
+///   caller's hands or in the cache) until the item comes back through `free_batch`; the
+///   cache relies on it to keep [conservation](crate::docs::design#invariant-1-conservation).
+/// - **The cache does not check what it is given back.** [`Cache::free`] takes any item
+///   of type `Item`: an item freed twice, or one that did not come from this source, is
+///   cached and later handed out again or passed to `free_batch` as if it were yours.
+///   Either the callers free each item once, or a checking front end stands between them
+///   and the cache, as the IOVA layer does (`magazine::iova::IovaDomain` refuses double
+///   and foreign frees with an error). See [`docs::obligations`](crate::docs::obligations).
+/// - **No re-entry.** `free_batch` must not call [`Cache::flush`], [`Cache::flush_cpu`] or
+///   [`Cache::cached`] on the same cache: when a flush drains a slot in place, those would
+///   wait for the slot that `free_batch` is being called from, forever.
+///
 /// # Panics
 ///
-/// A source may panic; the cache stays consistent (see the crate docs on unwinding).
-/// A source must not call back into the same cache from `free_batch`: a flush there would
-/// wait for the slot it is being called from.
+/// A source may panic; the cache stays consistent and loses no item (see the crate docs
+/// on unwinding).
 ///
 /// # Example
 ///
@@ -59,6 +73,8 @@ use alloc::sync::Arc;
 ///
 /// [`Cache::flush_cpu`]: crate::Cache::flush_cpu
 /// [`Cache::flush`]: crate::Cache::flush
+/// [`Cache::free`]: crate::Cache::free
+/// [`Cache::cached`]: crate::Cache::cached
 pub trait Source: Send + Sync {
     /// What is cached: an id, a pfn, a pointer, any `Send` value.
     type Item: Send;

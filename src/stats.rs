@@ -1,5 +1,7 @@
 //! Statistics: what served each operation and how big the depot is.
 
+use core::fmt;
+
 use crate::sync::{AtomicUsize, Ordering};
 
 /// A snapshot of a cache's counters, from [`Cache::stats`](crate::Cache::stats).
@@ -7,8 +9,35 @@ use crate::sync::{AtomicUsize, Ordering};
 /// Counters are summed from per-slot counters that only the slot's owner writes, so they
 /// add no contended atomic to the fast path; a snapshot taken while threads work is
 /// approximate. When the cache is quiescent, `depot_full` and `depot_empty` equal the real
-/// stack lengths (DESIGN.md invariant 5). Counters of a live [`LocalCache`](crate::LocalCache)
-/// are published when it exchanges a magazine with the depot and when it is dropped.
+/// stack lengths ([invariant 5](crate::docs::design#invariant-5-accounting)). Counters of a
+/// live [`LocalCache`](crate::LocalCache) are published when it exchanges a magazine with
+/// the depot and when it is dropped.
+///
+/// **Trim and flush activity is counted too**, not only the traffic of `alloc` and `free`:
+/// `depot_pops` rises with every full magazine a trim or a flush takes from the depot,
+/// `source_frees` with every item they return to the source (`trimmed` counts the trimmed
+/// magazines alone). The rates ([`alloc_hit_rate`](Self::alloc_hit_rate),
+/// [`free_hit_rate`](Self::free_hit_rate), [`source_share`](Self::source_share)) subtract
+/// trims out. `Display` prints the line you would log:
+///
+/// ```
+/// # use magazine::{Cache, Source};
+/// # struct Ids(std::sync::atomic::AtomicU32);
+/// # impl Source for Ids {
+/// #     type Item = u32;
+/// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+/// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+/// # }
+/// # let cache = Cache::new(Ids(Default::default()));
+/// # let id = cache.alloc_on(0).unwrap();
+/// # cache.free_on(0, id);
+/// # assert_eq!(cache.alloc_on(0), Some(id));
+/// let stats = cache.stats();
+/// println!("id cache: {stats}");
+/// // id cache: alloc 1/2 hits (50.0%), free 1/1 hits (100.0%), source 1 allocs 0 frees, ...
+/// assert_eq!(stats.alloc_hit_rate(), Some(0.5));
+/// assert!(stats.to_string().starts_with("alloc 1/2 hits (50.0%)"));
+/// ```
 ///
 /// ```
 /// use magazine::{Cache, Config, DepotPolicy, Source, Stats};
@@ -33,13 +62,15 @@ pub struct Stats {
     pub alloc_hits: u64,
     /// Frees served by a loaded or previous magazine.
     pub free_hits: u64,
-    /// Full magazines taken from the depot (by a slot, a handle, `trim` or a flush).
+    /// Full magazines taken from the depot: by a slot or a handle that needs items, and
+    /// also by [`Cache::trim`](crate::Cache::trim) and the flushes (so it rises with trims).
     pub depot_pops: u64,
     /// Full magazines given to the depot.
     pub depot_pushes: u64,
     /// Items allocated from the source (the slow path).
     pub source_allocs: u64,
-    /// Items returned to the source (overflow, trim, flush, slow path).
+    /// Items returned to the source: overflow of a `Fixed` depot, trims, flushes, the
+    /// cache's drop, and frees that found every slot busy.
     pub source_frees: u64,
     /// Full magazines released by [`Cache::trim`](crate::Cache::trim).
     pub trimmed: u64,
@@ -53,6 +84,97 @@ pub struct Stats {
     pub busy_misses: u64,
     /// Times an exhausted source made `alloc` flush the cache and retry.
     pub exhaustion_flushes: u64,
+}
+
+impl Stats {
+    /// Allocations, estimated: magazine hits, plus allocations served by a full magazine
+    /// from the depot (the depot pops that were not trims), plus the source's. A flush
+    /// also pops the depot, so after flushes the estimate runs a little high.
+    fn allocs_estimated(&self) -> u64 {
+        let depot_refills = self.depot_pops.saturating_sub(self.trimmed);
+        self.alloc_hits + depot_refills + self.source_allocs
+    }
+
+    /// Frees, estimated: magazine hits plus one per full magazine given to the depot
+    /// (each such push is what a missing free does).
+    fn frees_estimated(&self) -> u64 {
+        self.free_hits + self.depot_pushes
+    }
+
+    /// The share of allocations served by a loaded or previous magazine, from 0.0 to
+    /// 1.0; `None` before any allocation. The counters do not count allocations served
+    /// by the depot directly, so the total is estimated from the depot pops that were
+    /// not trims (a flush's pops make it a little low).
+    ///
+    /// ```
+    /// let stats = magazine::Stats::default();
+    /// assert_eq!(stats.alloc_hit_rate(), None);
+    /// ```
+    pub fn alloc_hit_rate(&self) -> Option<f64> {
+        ratio(self.alloc_hits, self.allocs_estimated())
+    }
+
+    /// The share of frees served by a loaded or previous magazine, from 0.0 to 1.0;
+    /// `None` before any free. Estimated like [`alloc_hit_rate`](Self::alloc_hit_rate):
+    /// every full magazine given to the depot counts as one missing free (frees that went
+    /// straight to the source are not told apart).
+    pub fn free_hit_rate(&self) -> Option<f64> {
+        ratio(self.free_hits, self.frees_estimated())
+    }
+
+    /// The share of allocations that went to the source, the slow path, from 0.0 to 1.0;
+    /// `None` before any allocation. The number to watch: keeping it low is what the
+    /// cache is for. Same estimated total as [`alloc_hit_rate`](Self::alloc_hit_rate).
+    pub fn source_share(&self) -> Option<f64> {
+        ratio(self.source_allocs, self.allocs_estimated())
+    }
+}
+
+fn ratio(part: u64, whole: u64) -> Option<f64> {
+    (whole != 0).then(|| part as f64 / whole as f64)
+}
+
+/// Writes `value` as a percentage with one decimal, or `-` when undefined.
+fn percent(f: &mut fmt::Formatter<'_>, value: Option<f64>) -> fmt::Result {
+    match value {
+        Some(value) => write!(f, "{:.1}%", value * 100.0),
+        None => f.write_str("-"),
+    }
+}
+
+impl fmt::Display for Stats {
+    /// One line for a log: hits and rates, slow path, depot, trims and the rare events.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "alloc {}/{} hits (",
+            self.alloc_hits,
+            self.allocs_estimated()
+        )?;
+        percent(f, self.alloc_hit_rate())?;
+        write!(
+            f,
+            "), free {}/{} hits (",
+            self.free_hits,
+            self.frees_estimated()
+        )?;
+        percent(f, self.free_hit_rate())?;
+        write!(
+            f,
+            "), source {} allocs {} frees, depot {} full {} empty (peak {}), \
+             {} pops {} pushes, {} trimmed, {} busy misses, {} exhaustion flushes",
+            self.source_allocs,
+            self.source_frees,
+            self.depot_full,
+            self.depot_empty,
+            self.depot_peak,
+            self.depot_pops,
+            self.depot_pushes,
+            self.trimmed,
+            self.busy_misses,
+            self.exhaustion_flushes
+        )
+    }
 }
 
 /// A counter with one writer at a time (the owner of a slot), read by anyone: a load and a

@@ -1,0 +1,176 @@
+//! The design: why the crate exists, its vocabulary, the invariants it keeps, and the
+//! workload it was built for.
+//!
+//! Every type that upholds an invariant names it with a link to the heading below; the
+//! loom and shuttle scenarios (`loom-tests/`) and the SPIN models (`proofs/`) that check
+//! it name it the same way, so a reader can walk invariant -> code -> checker -> proof in
+//! both directions.
+//!
+//! # The problem
+//!
+//! A magazine cache keeps recently freed objects in small per-CPU arrays (*magazines*) so
+//! that most allocations and frees never touch the slow, locked allocator behind it.
+//! Whole magazines move between the CPUs and a global *depot*. The Linux IOVA allocator
+//! (`drivers/iommu/iova.c`) has had such a cache, the "rcache", since 4.x, and it shows
+//! what goes wrong when the depot is sized badly.
+//!
+//! On a 256-CPU server running 4 KiB fio reads, sixteen threaded interrupt handlers, on
+//! CPUs 0, 16, ..., 240, freed the I/O addresses that all 256 CPUs allocated. Until Linux
+//! 6.6 the depot was a fixed array of 32 magazines of 127 page frames. The freeing CPUs
+//! filled it and then returned every further magazine to the locked range tree; the
+//! allocating CPUs found it empty and took the same lock one range at a time. Throughput
+//! collapsed to 300-400K IOPS; with a depot that scales, the same machine did more than
+//! 1.9M IOPS (openEuler 5.10), and mainline went from 1.6M to 1.98M.
+//!
+//! Linux 6.7 replaced the array by an unbounded list under a spinlock, shrunk by a delayed
+//! work item that frees *one* magazine every 100 ms while the depot holds more magazines
+//! than there are online CPUs. Bonwick and Adams' original magazine layer (USENIX 2001)
+//! shrinks by *working set* instead: the fewest magazines the depot held during an
+//! interval were not needed by anyone during it, so that many can go at once. tcmalloc
+//! (its transfer cache releases the low-water mark) and jemalloc (its thread-cache garbage
+//! collection frees three quarters of the low-water mark) do the same.
+//!
+//! This crate puts in one place what none of them combines: a lock-free depot (no lock on
+//! the exchange path), growth on demand, working-set shrinking, per-CPU and per-thread
+//! front ends, statistics, and model-checked growth and shrink races.
+//!
+//! # Vocabulary
+//!
+//! | term | meaning |
+//! | --- | --- |
+//! | item | what is cached: an id, a page frame number, a pointer, any `T: Send` |
+//! | source | the slow backing allocator behind the cache ([`Source`]) |
+//! | magazine | a fixed-capacity LIFO array of items, owned by exactly one party at a time |
+//! | loaded, previous | the two magazines of a CPU slot or of a [`LocalCache`] handle |
+//! | slot | the loaded and previous magazines of one CPU, owned by one thread at a time |
+//! | depot | two lock-free stacks shared by all slots: full magazines and empty ones |
+//! | trim | one reclaim step ([`Cache::trim`]): surplus full magazines go back to the source |
+//! | working set | the fewest full magazines the depot held during the last trim interval |
+//! | quiescent | no thread is inside a cache operation |
+//!
+//! # The invariants
+//!
+//! These are the properties the checkers establish and the docs promise. Each is upheld
+//! by the types named under it.
+//!
+//! ## Invariant 1: conservation
+//!
+//! Every item handed to the cache is, whenever the cache is quiescent, in exactly one
+//! place: a caller's hands, a magazine (in a slot, a handle or the depot), or the source.
+//! None is lost and none is duplicated, also across trim, flush, handle drop, cache drop
+//! and a panicking source.
+//!
+//! Upheld by the magazine (an item pushed is in it until popped), the loaded/previous
+//! pair (exchanges move magazines, never copy items), the slot (only its owner touches
+//! its magazines), [`LocalCache`] (its magazines are its own and go to the depot on drop),
+//! and [`Cache`] (a magazine out of every slot and stack while the source runs is held by
+//! a rescue guard that puts it back into the depot if the source panics).
+//!
+//! The cache conserves what it is *given*: it cannot tell an item freed twice or an item
+//! that never came from its source (see [`obligations`](super::obligations)).
+//!
+//! ## Invariant 2: memory safety
+//!
+//! No magazine or depot node is freed while another thread may still read it: nodes are
+//! retired through crossbeam-epoch, which frees them only after every thread that could
+//! hold a pointer has left its critical section. There is no ABA: every push links a
+//! freshly allocated node, and a node is never reused while a stale pointer to it could
+//! still win a compare-and-swap.
+//!
+//! Upheld by the depot's Treiber stack (`src/stack.rs`).
+//!
+//! ## Invariant 3: progress
+//!
+//! [`Cache::alloc`] and [`Cache::free`] never wait for another thread: no lock is held on
+//! any path that a preempted thread could hold. A thread takes a CPU slot with one
+//! compare-and-swap; a slot another thread holds is a miss (the next free slot serves,
+//! else the depot or the source), never a wait. The depot is lock-free.
+//!
+//! Upheld by the slot (`src/slot.rs`), [`LocalCache`] and the depot stacks. Exceptions,
+//! by design: [`Cache::flush_cpu`], [`Cache::flush`] and [`Cache::cached`] wait for a
+//! slot's owner to finish its bounded step (see
+//! [`obligations`](super::obligations#callbacks-must-not-re-enter-the-cache) for the one
+//! way to make that wait endless). The source itself may lock; it is called only off the
+//! fast path.
+//!
+//! ## Invariant 4: bounded memory
+//!
+//! With [`DepotPolicy::Dynamic`], once the load stops, repeated [`Cache::trim`] brings the
+//! depot down to at most `target` full magazines. With [`Trim::WorkingSet`], one trim
+//! releases every magazine that stayed unused for the whole interval since the previous
+//! trim, and never more (a push in flight at the interval's low point can make it keep
+//! one more). With [`DepotPolicy::Fixed`], the depot never holds more than `max_full`
+//! full magazines. In every policy the stack of empty magazines is capped
+//! ([`Options::max_empty`]).
+//!
+//! So the items a cache holds are at most `cpus x 2 x magazine_size` in the slots, plus
+//! `magazine_size` per full depot magazine, plus two magazines per live [`LocalCache`].
+//! Trim shrinks the depot only; [`Cache::flush_cpu`] empties a slot.
+//!
+//! Upheld by the depot (`src/depot.rs`: the caps and the trimming rules) and by the
+//! working-set counter (`src/level.rs`), which keeps the count and its low-water mark in
+//! one atomic word so that a trim never releases a magazine pushed during the interval.
+//!
+//! ## Invariant 5: accounting
+//!
+//! When the cache is quiescent, [`Stats::depot_full`] and [`Stats::depot_empty`] equal
+//! the real lengths of the depot's stacks.
+//!
+//! Upheld by the stacks' own counters (`src/stack.rs`: a push counts before it links, a
+//! pop uncounts after it unlinks) and the depot, which reports them.
+//!
+//! # The exhaustion rule
+//!
+//! When the source has nothing left, items may still sit in other CPUs' magazines and in
+//! the depot. [`Cache::alloc`] therefore follows Linux's
+//! `alloc_iova_fast(..., flush_rcache = true)`: when the source returns `None`, it returns
+//! every CPU slot's items (skipping slots other threads hold at that moment) and every
+//! depot magazine to the source, and asks the source once more. `None` after that means
+//! the source is empty even with everything cached returned. [`Stats::exhaustion_flushes`]
+//! counts these flushes. [`LocalCache`] handles keep their own magazines through it.
+//!
+//! The rule costs little when exhaustion is rare. In a closed pool where consumers
+//! outrun producers it repeats: every exhaustion sends the producers' partly filled
+//! magazines back to the source.
+//!
+//! # The seed scenario and Linux
+//!
+//! The crate's main example (`examples/seed.rs`) replays the 256-CPU report on the real
+//! cache code with a simulated clock: 256 virtual CPUs submit 4 KiB reads and allocate on
+//! their own slot; the interrupt CPUs 0, 16, ..., 240 complete them in batches and free on
+//! theirs; each virtual CPU keeps a fixed number of I/Os in flight; one size class. The
+//! depot policies map onto Linux as follows:
+//!
+//! | Linux | policy here |
+//! | --- | --- |
+//! | <= 6.6: `MAX_GLOBAL_MAGS = 32` full magazines; an overflowing magazine goes back to the rbtree | `Fixed { max_full: 32 }` |
+//! | the report's patch: a depot that scales with the CPU count | `Fixed { max_full: max(32, cpus) }` |
+//! | >= 6.7: an unbounded list; every 100 ms one magazine is freed while `depot_size > num_online_cpus()` | `Dynamic { target: cpus, trim: OnePerTick }`, trimmed every 100 ms |
+//! | not in Linux: Bonwick's working-set reap | `Dynamic { target: cpus, trim: WorkingSet }`, trimmed every 2 s |
+//!
+//! For each policy it reports slow-path allocations and frees per 1000 I/Os after
+//! warm-up, the depot's peak length, the items held at the end of the load, and the items
+//! held after the load stops and trims run. Time is the I/O count divided by the IOPS, so
+//! a run is deterministic for its seed. The README shows the results and
+//! [`trimming`](super::trimming) the interval advice drawn from them.
+//!
+//! The IOVA allocator built on the cache ([`IovaDomain`]) follows the same mapping for a
+//! whole domain: one cache per size class in front of a range tree.
+//!
+//! [`Source`]: crate::Source
+//! [`LocalCache`]: crate::LocalCache
+//! [`Cache`]: crate::Cache
+//! [`Cache::trim`]: crate::Cache::trim
+//! [`Cache::alloc`]: crate::Cache::alloc
+//! [`Cache::free`]: crate::Cache::free
+//! [`Cache::flush_cpu`]: crate::Cache::flush_cpu
+//! [`Cache::flush`]: crate::Cache::flush
+//! [`Cache::cached`]: crate::Cache::cached
+//! [`DepotPolicy::Dynamic`]: crate::DepotPolicy::Dynamic
+//! [`DepotPolicy::Fixed`]: crate::DepotPolicy::Fixed
+//! [`Trim::WorkingSet`]: crate::Trim::WorkingSet
+//! [`Options::max_empty`]: crate::Options::max_empty
+//! [`Stats::depot_full`]: crate::Stats::depot_full
+//! [`Stats::depot_empty`]: crate::Stats::depot_empty
+//! [`Stats::exhaustion_flushes`]: crate::Stats::exhaustion_flushes
+//! [`IovaDomain`]: crate::iova::IovaDomain

@@ -1,0 +1,103 @@
+//! What the cache trusts you with: the obligations of callers and sources that the cache
+//! does not check, and the limits of what it promises.
+//!
+//! # Free only what you allocated, once
+//!
+//! [`Cache::free`], [`Cache::free_on`] and [`LocalCache::free`] take the item on trust.
+//! The cache never looks inside an item, so it cannot tell:
+//!
+//! - a **double free**: the same item freed twice sits in a magazine twice, and the cache
+//!   later hands it out twice, to two owners;
+//! - a **foreign item**: an item that did not come from this cache's source (or from this
+//!   cache) is cached like any other and eventually given to the source's `free_batch`,
+//!   which then receives something it never handed out.
+//!
+//! Neither is undefined behaviour in Rust's sense (the cache is safe code over `T: Send`),
+//! but both break [conservation](super::design#invariant-1-conservation) for your items,
+//! silently and far from the mistake. This is the same trust Linux's `free_iova_fast`
+//! places in its callers; checking on every free would cost the very shared state the
+//! magazines exist to avoid.
+//!
+//! The caller's obligation, stated on [`Cache`], [`LocalCache`] and [`Source`]: **free an
+//! item at most once per allocation, and only items this cache (or its source) handed
+//! out.** When callers cannot be trusted, put a checking front end in front of the cache.
+//! [`IovaDomain`] is one: it records every range it hands out through its fast path in a
+//! table sharded by pfn, and refuses a double free, a foreign pfn or a wrong size with an
+//! [`IovaError`], leaving the domain unchanged:
+//!
+//! ```
+//! use magazine::iova::{IovaDomain, IovaError};
+//!
+//! let domain = IovaDomain::new(4096, 1);
+//! let limit = domain.dma_32bit_pfn() - 1;
+//! let pfn = domain.alloc_fast_on(0, 1, limit).unwrap();
+//! domain.free_fast_on(0, pfn, 1).unwrap();
+//! assert_eq!(domain.free_fast_on(0, pfn, 1), Err(IovaError::DoubleFree { pfn }));
+//! assert!(domain.free_fast_on(0, 12345, 1).is_err(), "never allocated");
+//! domain.check().unwrap();
+//! ```
+//!
+//! The price is one short shard lock per fast operation (see `BENCHMARKS.md`).
+//!
+//! # Sources
+//!
+//! A [`Source`] must hand out each item at most once until it gets it back through
+//! `free_batch`; the cache relies on that for conservation. It may panic: the cache stays
+//! consistent and keeps the items the source did not take (with one limit: a panic while
+//! the cache itself is being dropped leaves the remaining items to be dropped with it).
+//! `free_batch` should consume the whole iterator; items it leaves are offered again, and
+//! when a call consumes none the rest are dropped.
+//!
+//! # Callbacks must not re-enter the cache
+//!
+//! Two kinds of code run while the cache holds one of its CPU slots:
+//!
+//! - the `accept` closure of [`Cache::alloc_cached_where`] and
+//!   [`Cache::alloc_cached_where_on`], which is called on cached items while the calling
+//!   thread owns the slot it searches;
+//! - the source's `free_batch` when [`Cache::flush_cpu`] or [`Cache::flush`] drains a
+//!   slot in place.
+//!
+//! From there, **do not call [`Cache::cached`], [`Cache::flush`] or [`Cache::flush_cpu`]
+//! on the same cache**: each of them waits for every slot it visits to be free, including
+//! the one the calling thread holds, so the thread waits for itself forever. Calling
+//! `alloc`, `free` or their `_on` forms from there does not hang (the held slot is a busy
+//! miss and another slot or the source serves), but it is rarely what you want. Nothing
+//! in the type system prevents the re-entry; the rule is yours to keep.
+//!
+//! # Depot length on 32-bit targets
+//!
+//! Each depot stack keeps its length and its working-set low-water mark in one atomic
+//! word, half a word each, so that a trim never releases a magazine pushed during its
+//! interval (see [invariant 4](super::design#invariant-4-bounded-memory)). A stack
+//! therefore counts at most 2^32 - 1 magazines on 64-bit targets and **65535 magazines on
+//! 32-bit targets**. A [`DepotPolicy::Dynamic`] depot, which otherwise grows without bound,
+//! stops growing there: a full magazine that does not fit is returned to the source, as a
+//! `Fixed` depot's overflow is. With the default 127 items per magazine that is about 8.3M
+//! cached items before the bound matters.
+//!
+//! # Counters are a snapshot
+//!
+//! [`Stats`] sums counters that each slot's owner writes without a read-modify-write, so a
+//! snapshot taken while threads work is approximate; it is exact when the cache is
+//! quiescent. Some counters include more than the fast path's traffic: `depot_pops`
+//! counts every full magazine taken from the depot, also by [`Cache::trim`] and the
+//! flushes, and `source_frees` counts items returned by trims and flushes as well (see the
+//! field docs on [`Stats`]).
+//!
+//! [`Cache`]: crate::Cache
+//! [`Cache::free`]: crate::Cache::free
+//! [`Cache::free_on`]: crate::Cache::free_on
+//! [`Cache::alloc_cached_where`]: crate::Cache::alloc_cached_where
+//! [`Cache::alloc_cached_where_on`]: crate::Cache::alloc_cached_where_on
+//! [`Cache::cached`]: crate::Cache::cached
+//! [`Cache::flush`]: crate::Cache::flush
+//! [`Cache::flush_cpu`]: crate::Cache::flush_cpu
+//! [`Cache::trim`]: crate::Cache::trim
+//! [`LocalCache`]: crate::LocalCache
+//! [`LocalCache::free`]: crate::LocalCache::free
+//! [`Source`]: crate::Source
+//! [`Stats`]: crate::Stats
+//! [`DepotPolicy::Dynamic`]: crate::DepotPolicy::Dynamic
+//! [`IovaDomain`]: crate::iova::IovaDomain
+//! [`IovaError`]: crate::iova::IovaError
