@@ -1,0 +1,84 @@
+//! Regression tests, one per defect found in review, each named after the bug it pins
+//! down. Each failed on the code before its fix.
+
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use magazine::{Cache, Config, DepotPolicy, Source, Trim};
+
+/// A source whose first `free_batch` (the reaper's trim) stops at a gate until the test
+/// lets it go, and whose every later `free_batch` (the cache's drop) panics.
+struct GatedSource {
+    next: AtomicU32,
+    calls: AtomicUsize,
+    /// Two rendezvous: "the trim is inside the source", then "go on".
+    gate: Barrier,
+}
+
+const DROP_PANIC: &str = "gated source: panic in the cache's drop";
+
+impl Source for GatedSource {
+    type Item = u32;
+
+    fn alloc(&self) -> Option<u32> {
+        Some(self.next.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.gate.wait();
+            self.gate.wait();
+            items.for_each(drop);
+        } else {
+            panic!("{DROP_PANIC}");
+        }
+    }
+}
+
+/// The reaper held a strong reference during `trim()`; when the user dropped the last
+/// `Arc` meanwhile, the cache's `Drop` ran on the reaper thread and a panicking source
+/// there was swallowed by the join in `Reaper::stop`/`drop`. Now the cache is still
+/// dropped as soon as that trim ends (not kept alive any longer), and `stop` re-raises the
+/// panic.
+#[test]
+fn reaper_last_arc_dropped_during_trim_reraises_the_drop_panic() {
+    let source = Arc::new(GatedSource {
+        next: AtomicU32::new(0),
+        calls: AtomicUsize::new(0),
+        gate: Barrier::new(2),
+    });
+    let config = Config {
+        magazine_size: 2,
+        cpus: 1,
+        // One magazine per trim, from the first trim on.
+        depot: DepotPolicy::Dynamic {
+            target: 0,
+            trim: Trim::OnePerTick,
+        },
+    };
+    let cache = Arc::new(Cache::with_config(Arc::clone(&source), config));
+    let ids: Vec<u32> = (0..12).map(|_| cache.alloc_on(0).unwrap()).collect();
+    ids.into_iter().for_each(|id| cache.free_on(0, id));
+    assert!(cache.stats().depot_full >= 2, "a trim leaves items for the drop");
+
+    let reaper = cache.start_reaper(Duration::from_millis(1));
+    source.gate.wait(); // the reaper's trim is inside the source
+    drop(cache); // the user's last `Arc`, while the trim runs
+    source.gate.wait();
+
+    // Not kept alive: the reaper drops the cache when its trim ends, without `stop`.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Arc::strong_count(&source) > 1 {
+        assert!(Instant::now() < deadline, "the reaper kept the cache alive");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let stopped = panic::catch_unwind(AssertUnwindSafe(|| reaper.stop()));
+    let payload = stopped.expect_err("the panic of the cache's drop was swallowed");
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied());
+    assert_eq!(message, Some(DROP_PANIC));
+}
