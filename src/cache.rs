@@ -12,7 +12,8 @@ use crate::pair::MagazinePair;
 use crate::policy::{Config, Options};
 use crate::slot::{Slot, SlotGuard};
 use crate::source::Source;
-use crate::stats::{SharedCounter, Stats};
+use crate::stats::{OwnedCounter, SharedCounter, Stats};
+use crate::sync::{AtomicBool, Backoff, Ordering};
 
 /// A magazine/depot cache in front of a [`Source`].
 ///
@@ -20,7 +21,7 @@ use crate::stats::{SharedCounter, Stats};
 /// then exchange whole magazines with the lock-free depot, and only then call the source.
 /// See the [crate docs](crate) for the layout, the guarantees and their limits.
 ///
-/// Upholds DESIGN.md invariant 1 (conservation): every item it is given is in exactly one
+/// Upholds [invariant 1](crate::docs::design#invariant-1-conservation) (conservation): every item it is given is in exactly one
 /// slot magazine, handle magazine or depot magazine until it is handed out or returned to
 /// the source, also across trim, flush, drop and a panicking source. It composes the
 /// invariants of the CPU slots (3, progress), the depot (4, 5) and its stacks (2).
@@ -55,20 +56,45 @@ pub struct Cache<S: Source> {
     options: Options,
     source: S,
     counters: CacheCounters,
+    /// Whether the last allocation from the source found it exhausted. A hint that only
+    /// orders the miss path (take a magazine from another slot before asking the source
+    /// again); never needed for correctness. Written only when it changes.
+    source_dry: AtomicBool,
+    /// True while an exhausted allocation flushes the cache to the source: one flush at a
+    /// time, the others wait for it while retrying what is cached.
+    ///
+    /// | value | meaning         | transition                                                  |
+    /// |-------|-----------------|-------------------------------------------------------------|
+    /// | false | no flush        | `compare_exchange(false, true, Acquire)` by the flushing thread |
+    /// | true  | flush running   | `store(false, Release)` by the same thread, also on unwind  |
+    flushing: AtomicBool,
 }
 
-/// Counters of the slow paths and of `LocalCache` handles, shared by all threads. The
-/// handles' hit counters are published on every depot exchange, by allocating threads and
-/// by freeing threads respectively: each has a cache line of its own so that the two sides
-/// of a hand-off do not bounce one line between them.
+/// Counters of the slow paths and of `LocalCache` handles, shared by all threads; nothing
+/// on a hit or a slot's depot exchange writes them (those count in the slot). Handles
+/// publish their counts in batches (see [`LocalCache`]); each side of a hand-off has a
+/// cache line of its own so that the two do not bounce one line between them.
 #[derive(Default)]
 pub(crate) struct CacheCounters {
     pub(crate) source_allocs: SharedCounter,
     pub(crate) source_frees: SharedCounter,
     pub(crate) busy_misses: SharedCounter,
     pub(crate) exhaustion_flushes: SharedCounter,
-    pub(crate) local_alloc_hits: CachePadded<SharedCounter>,
-    pub(crate) local_free_hits: CachePadded<SharedCounter>,
+    pub(crate) steals: SharedCounter,
+    pub(crate) trimmed: SharedCounter,
+    /// Depot exchanges outside a slot: trims, flushes, busy misses, steals.
+    pub(crate) depot_pops: SharedCounter,
+    pub(crate) depot_pushes: SharedCounter,
+    /// Published by handles.
+    pub(crate) local_alloc: CachePadded<LocalCounts>,
+    pub(crate) local_free: CachePadded<LocalCounts>,
+}
+
+/// What handles publish from one side (allocating or freeing).
+#[derive(Default)]
+pub(crate) struct LocalCounts {
+    pub(crate) hits: SharedCounter,
+    pub(crate) exchanges: SharedCounter,
 }
 
 impl<S: Source> Cache<S> {
@@ -108,13 +134,16 @@ impl<S: Source> Cache<S> {
             options,
             source,
             counters: CacheCounters::default(),
+            source_dry: AtomicBool::new(false),
+            flushing: AtomicBool::new(false),
         }
     }
 
     /// Allocates an item: from the current CPU's magazines, else a full magazine from the
-    /// depot, else the source. When the source is exhausted, everything cached is
-    /// returned to it and the allocation is retried once (Linux's
-    /// `alloc_iova_fast(..., flush_rcache = true)`); `None` means the source is empty even
+    /// depot, else the source. When the source is exhausted, the allocation takes a
+    /// magazine from another CPU's slot; only when nothing is cached anywhere it can reach
+    /// is everything returned to the source and the allocation retried once (Linux's
+    /// `alloc_iova_fast(..., flush_rcache = true)`). `None` means the source is empty even
     /// then.
     #[inline]
     pub fn alloc(&self) -> Option<S::Item> {
@@ -133,37 +162,27 @@ impl<S: Source> Cache<S> {
     /// pinned threads and simulators.
     #[inline]
     pub fn alloc_on(&self, cpu: usize) -> Option<S::Item> {
-        if let Some(mut slot) = self.take_slot(cpu) {
-            if let Some(item) = slot.with(|magazines| magazines.alloc()) {
+        let Some(mut slot) = self.take_slot(cpu) else {
+            return self.alloc_busy();
+        };
+        match slot.with(|magazines| magazines.alloc()) {
+            Some(item) => {
                 slot.slot().alloc_hits.add(1);
-                return Some(item);
+                Some(item)
             }
-            if let Some(item) = slot.with(|magazines| magazines.refill(&self.depot)) {
-                return Some(item);
-            }
+            None => self.alloc_miss(slot),
         }
-        self.alloc_slow()
     }
 
     /// [`free`](Self::free) on the slot of `cpu` (taken modulo [`Config::cpus`]).
     #[inline]
     pub fn free_on(&self, cpu: usize, item: S::Item) {
         let Some(mut slot) = self.take_slot(cpu) else {
-            return self.free_slow(item);
+            return self.free_busy(item);
         };
-        let item = match slot.with(|magazines| magazines.free(item)) {
-            Ok(()) => {
-                slot.slot().free_hits.add(1);
-                return;
-            }
-            Err(item) => item,
-        };
-        let size = self.config.magazine_size;
-        let refused = slot.with(|magazines| magazines.spill(item, &self.depot, size));
-        drop(slot);
-        if let Some(full) = refused {
-            let empty = self.release(full);
-            self.depot.push_empty(empty);
+        match slot.with(|magazines| magazines.free(item)) {
+            Ok(()) => slot.slot().free_hits.add(1),
+            Err(item) => self.free_miss(slot, item),
         }
     }
 
@@ -183,17 +202,19 @@ impl<S: Source> Cache<S> {
         mut accept: impl FnMut(&S::Item) -> bool,
     ) -> Option<S::Item> {
         let mut slot = self.take_slot(cpu)?;
+        let counters = slot.slot();
         if let Some(item) = slot.with(|magazines| magazines.alloc_where(&mut accept)) {
-            slot.slot().alloc_hits.add(1);
+            counters.alloc_hits.add(1);
             return Some(item);
         }
         // As Linux's `__iova_rcache_get`: a depot magazine only when both of the slot's
         // are empty; when they hold items that do not fit, the caller's allocator serves.
         slot.with(|magazines| {
-            if !magazines.is_empty() {
+            if !magazines.is_empty() || !magazines.refill(&self.depot) {
                 return None;
             }
-            magazines.refill_with(&self.depot, |loaded| loaded.pop_where(accept))
+            counters.depot_pops.add(1);
+            magazines.loaded.pop_where(accept)
         })
     }
 
@@ -203,27 +224,42 @@ impl<S: Source> Cache<S> {
     }
 
     /// One trim step of the depot policy; returns the number of full magazines released
-    /// (their items go to the source). Call it periodically, e.g. every 100 ms as Linux
-    /// does; the cache starts no thread of its own.
+    /// (their items go to the source). Call it periodically; the cache starts no thread
+    /// of its own.
     ///
     /// - `Dynamic { trim: WorkingSet }` releases the magazines that stayed in the depot
     ///   during the whole interval since the previous call, never more, and never going
-    ///   below `target`;
+    ///   below `target`; with [`Options::reclaim_idle_slots`] (on by default here) the
+    ///   magazines of CPU slots that nobody used during the interval count as such too;
     /// - `Dynamic { trim: OnePerTick }` releases one magazine if the depot holds more than
     ///   `target`;
     /// - `Fixed` releases no full magazine.
     ///
-    /// In every policy, empty magazines unused during the whole interval are freed. A trim
-    /// that finds another trim running returns 0 at once.
+    /// In every policy, partly filled and empty depot magazines unused during the whole
+    /// interval are released and freed. A trim that finds another trim running returns 0
+    /// at once.
     pub fn trim(&self) -> usize {
-        self.depot.trim(|full| drop(self.release(full)))
+        let mut popped = 0;
+        let released = self.depot.trim(
+            || self.reclaim_idle_slots(),
+            |magazine| {
+                popped += 1;
+                self.release_to_source(magazine);
+            },
+        );
+        self.counters.depot_pops.add(popped);
+        self.counters.trimmed.add(released);
+        released
     }
 
     /// Returns the items of `cpu`'s slot to the source, like a CPU going offline. Waits
-    /// for a thread that is working on that slot to finish.
+    /// for a thread that is working on that slot to finish; the source runs after the
+    /// slot is given back.
     pub fn flush_cpu(&self, cpu: usize) {
-        let mut slot = self.slots[cpu % self.slots.len()].take();
-        self.drain_slot(&mut slot);
+        let magazines = self.slots[cpu % self.slots.len()]
+            .take()
+            .with(|magazines| magazines.take_items(&self.depot));
+        self.release_each(magazines);
     }
 
     /// Returns every cached item to the source: every slot (waiting for busy ones), then
@@ -237,34 +273,42 @@ impl<S: Source> Cache<S> {
     }
 
     /// Like [`flush`](Self::flush), but skips slots that another thread is working on
-    /// instead of waiting for them. This is what an exhausted `alloc` does.
+    /// instead of waiting for them.
     pub fn try_flush(&self) {
         for slot in self.slots.iter() {
-            if let Some(mut slot) = slot.try_take() {
-                self.drain_slot(&mut slot);
-            }
+            let Some(mut slot) = slot.try_take() else {
+                continue;
+            };
+            let magazines = slot.with(|magazines| magazines.take_items(&self.depot));
+            drop(slot);
+            self.release_each(magazines);
         }
         self.drain_depot();
     }
 
     /// A snapshot of the counters (see [`Stats`]).
     pub fn stats(&self) -> Stats {
-        let (alloc_hits, free_hits) = self.slots.iter().fold((0, 0), |(a, f), slot| {
-            (a + slot.alloc_hits.get(), f + slot.free_hits.get())
-        });
+        let sum = |counter: fn(&Slot<S::Item>) -> &OwnedCounter| -> u64 {
+            self.slots.iter().map(|slot| counter(slot).get()).sum()
+        };
+        let counters = &self.counters;
         Stats {
-            alloc_hits: alloc_hits + self.counters.local_alloc_hits.get(),
-            free_hits: free_hits + self.counters.local_free_hits.get(),
-            depot_pops: self.depot.pops() as u64,
-            depot_pushes: self.depot.pushes() as u64,
-            source_allocs: self.counters.source_allocs.get(),
-            source_frees: self.counters.source_frees.get(),
-            trimmed: self.depot.trimmed() as u64,
+            alloc_hits: sum(|slot| &slot.alloc_hits) + counters.local_alloc.hits.get(),
+            free_hits: sum(|slot| &slot.free_hits) + counters.local_free.hits.get(),
+            depot_pops: sum(|slot| &slot.depot_pops)
+                + counters.depot_pops.get()
+                + counters.local_alloc.exchanges.get(),
+            depot_pushes: sum(|slot| &slot.depot_pushes)
+                + counters.depot_pushes.get()
+                + counters.local_free.exchanges.get(),
+            source_allocs: counters.source_allocs.get(),
+            source_frees: counters.source_frees.get(),
+            trimmed: counters.trimmed.get(),
             depot_full: self.depot.full_len(),
             depot_empty: self.depot.empty_len(),
             depot_peak: self.depot.peak(),
-            busy_misses: self.counters.busy_misses.get(),
-            exhaustion_flushes: self.counters.exhaustion_flushes.get(),
+            busy_misses: counters.busy_misses.get(),
+            exhaustion_flushes: counters.exhaustion_flushes.get(),
         }
     }
 
@@ -308,7 +352,8 @@ impl<S: Source> Cache<S> {
     }
 
     /// Takes the slot of `cpu`, or, when another thread holds it, the next free slot;
-    /// `None` (a busy miss) when every slot is held. Never waits.
+    /// `None` (every slot is held) sends the operation to the depot's loose path. Never
+    /// waits.
     #[inline]
     fn take_slot(&self, cpu: usize) -> Option<SlotGuard<'_, S::Item>> {
         let n = self.slots.len();
@@ -330,31 +375,222 @@ impl<S: Source> Cache<S> {
         (1..n).find_map(|step| self.slots[(busy + step) % n].try_take())
     }
 
-    /// Allocation from the source, with one flush-and-retry on exhaustion.
+    /// Both magazines of the slot are empty: refill from the depot, else (when the source
+    /// was last found exhausted) take a magazine from another CPU's slot, else go to the
+    /// source with the slot given back.
     #[cold]
-    pub(crate) fn alloc_slow(&self) -> Option<S::Item> {
+    fn alloc_miss(&self, mut slot: SlotGuard<'_, S::Item>) -> Option<S::Item> {
+        let counters = slot.slot();
+        if slot.with(|magazines| magazines.refill(&self.depot)) {
+            counters.depot_pops.add(1);
+            return slot.with(|magazines| magazines.alloc());
+        }
+        if self.source_dry.load(Ordering::Relaxed) {
+            if let Some(item) = slot.with(|magazines| self.steal(magazines)) {
+                return Some(item);
+            }
+        }
+        drop(slot);
+        self.alloc_slow(Home::Slot(self.slot_index(counters)))
+    }
+
+    /// Both magazines are full: the full `previous` goes to the depot, or, when a `Fixed`
+    /// depot refuses it, to the source once the slot is given back.
+    #[cold]
+    fn free_miss(&self, mut slot: SlotGuard<'_, S::Item>, item: S::Item) {
+        let counters = slot.slot();
+        match slot.with(|magazines| magazines.spill(item, &self.depot)) {
+            Ok(()) => counters.depot_pushes.add(1),
+            Err(refused) => {
+                drop(slot);
+                self.release_to_source(refused);
+            }
+        }
+    }
+
+    /// Every slot is held by another thread (more runnable threads than slots, some
+    /// preempted while holding one): the item goes into a partly filled depot magazine.
+    #[cold]
+    fn free_busy(&self, item: S::Item) {
+        self.counters.depot_pushes.add(1);
+        if let Err(refused) = self.depot.free_loose(item) {
+            self.release_to_source(refused);
+        }
+    }
+
+    /// Every slot is held by another thread: an item from a partly filled or full depot
+    /// magazine, else the slow path.
+    #[cold]
+    fn alloc_busy(&self) -> Option<S::Item> {
+        match self.depot.alloc_loose() {
+            Some((item, refused)) => {
+                self.counters.depot_pops.add(1);
+                if let Some(refused) = refused {
+                    self.release_to_source(refused);
+                }
+                Some(item)
+            }
+            None => self.alloc_slow(Home::Busy),
+        }
+    }
+
+    /// The slow path of an allocation that found its magazines and the depot empty: the
+    /// source, then, when it is exhausted, whatever is cached elsewhere, then Linux's
+    /// flush-and-retry. No slot is held while the source runs.
+    #[cold]
+    pub(crate) fn alloc_slow(&self, mut home: Home<'_, S::Item>) -> Option<S::Item> {
         if let Some(item) = self.source_alloc() {
             return Some(item);
         }
         self.counters.exhaustion_flushes.add(1);
-        self.try_flush();
+        if !self.source_dry.load(Ordering::Relaxed) {
+            self.source_dry.store(true, Ordering::Relaxed);
+        }
+        if let Some(item) = self.take_cached(&mut home) {
+            return Some(item);
+        }
+        // Nothing cached that we could reach: offer back what is left (slots that were
+        // busy a moment ago, magazines pushed meanwhile), one flush at a time.
+        if self
+            .flushing
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            let _flushing = ClearOnDrop(&self.flushing);
+            self.try_flush();
+        } else {
+            let backoff = Backoff::new();
+            while self.flushing.load(Ordering::Acquire) {
+                if let Some(item) = self.take_cached(&mut home) {
+                    return Some(item);
+                }
+                backoff.snooze();
+            }
+        }
         self.source_alloc()
+    }
+
+    /// An item from what is cached outside the caller's own magazines: the depot, else a
+    /// magazine taken from another CPU's slot, kept in the caller's magazines (a handle's,
+    /// or its slot's, taken again for this). When the caller has none (its slot is busy),
+    /// one item from wherever one is found.
+    fn take_cached(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
+        let in_pair = |magazines: &mut MagazinePair<S::Item>| {
+            if let Some(item) = magazines.alloc() {
+                return Some(item);
+            }
+            if magazines.refill(&self.depot) {
+                self.counters.depot_pops.add(1);
+                return magazines.alloc();
+            }
+            self.steal(magazines)
+        };
+        match home {
+            Home::Handle(magazines) => return in_pair(magazines),
+            Home::Slot(index) => {
+                if let Some(mut slot) = self.slots[*index].try_take() {
+                    return slot.with(in_pair);
+                }
+            }
+            Home::Busy => {}
+        }
+        if let Some((item, refused)) = self.depot.alloc_loose() {
+            self.counters.depot_pops.add(1);
+            if let Some(refused) = refused {
+                self.release_to_source(refused);
+            }
+            return Some(item);
+        }
+        self.slots
+            .iter()
+            .find_map(|slot| slot.try_take()?.with(|magazines| magazines.alloc()))
+    }
+
+    /// Takes a magazine from the first other CPU slot that is free and holds items into
+    /// `thief` (both of whose magazines are empty); returns an item of it. Never waits:
+    /// busy slots (the caller's own among them) are skipped.
+    fn steal(&self, thief: &mut MagazinePair<S::Item>) -> Option<S::Item> {
+        // Start at a different slot in each thread, so that thieves spread out.
+        let n = self.slots.len();
+        let start = self.current_cpu() % n;
+        let stolen = (0..n).map(|i| &self.slots[(start + i) % n]).any(|slot| {
+            slot.try_take()
+                .is_some_and(|mut victim| victim.with(|victim| thief.steal_from(victim)))
+        });
+        if !stolen {
+            return None;
+        }
+        self.counters.steals.add(1);
+        thief.alloc()
+    }
+
+    /// The index of one of our slots, from its address.
+    fn slot_index(&self, slot: &Slot<S::Item>) -> usize {
+        let offset = slot as *const Slot<S::Item> as usize - self.slots.as_ptr() as usize;
+        let index = offset / core::mem::size_of::<CachePadded<Slot<S::Item>>>();
+        debug_assert!(core::ptr::eq(&*self.slots[index], slot));
+        index
     }
 
     fn source_alloc(&self) -> Option<S::Item> {
         let item = self.source.alloc();
         if item.is_some() {
             self.counters.source_allocs.add(1);
+            if self.source_dry.load(Ordering::Relaxed) {
+                self.source_dry.store(false, Ordering::Relaxed);
+            }
         }
         item
     }
 
-    /// Every slot is busy: the item goes straight to the source.
-    #[cold]
-    fn free_slow(&self, item: S::Item) {
-        let mut single = Magazine::new(1);
-        if single.push(item).is_ok() {
-            drop(self.release(single));
+    /// Every magazine idle for a whole trim interval, taken from its slot into the depot's
+    /// full stack (a refused one goes to the source); returns how many the depot took.
+    /// Busy slots are skipped.
+    fn reclaim_idle_slots(&self) -> usize {
+        if !self.options.reclaims_idle_slots(&self.config.depot) {
+            return 0;
+        }
+        let mut reclaimed = 0;
+        for slot in self.slots.iter() {
+            if !slot.idle_since_last_check() {
+                continue;
+            }
+            let Some(mut slot) = slot.try_take() else {
+                continue;
+            };
+            let magazines = slot.with(|magazines| magazines.take_items(&self.depot));
+            drop(slot);
+            let refused = magazines.map(|magazine| {
+                let magazine = magazine?;
+                match self.depot.push_full(magazine) {
+                    Ok(()) => {
+                        reclaimed += 1;
+                        None
+                    }
+                    Err(magazine) => Some(magazine),
+                }
+            });
+            self.release_each(refused);
+        }
+        self.counters.depot_pushes.add(reclaimed);
+        reclaimed
+    }
+
+    /// Returns a magazine's items to the source and keeps the emptied magazine for reuse.
+    pub(crate) fn release_to_source(&self, magazine: Magazine<S::Item>) {
+        let empty = self.release(magazine);
+        self.depot.push_empty(empty);
+    }
+
+    /// [`release_to_source`](Self::release_to_source) for magazines that are all out of
+    /// every slot and stack: if the source panics on one, the others (and what it did not
+    /// take) go to the depot.
+    pub(crate) fn release_each<const N: usize>(&self, magazines: [Option<Magazine<S::Item>>; N]) {
+        let mut pending = magazines.map(|magazine| Rescue::new(&self.depot, magazine));
+        for rescue in &mut pending {
+            if let Some(magazine) = rescue.take() {
+                self.release_to_source(magazine);
+            }
         }
     }
 
@@ -362,7 +598,7 @@ impl<S: Source> Cache<S> {
     ///
     /// If the source panics, the items it has not taken stay in the magazine and the
     /// magazine goes into the depot (past a `Fixed` cap if need be): nothing is lost.
-    pub(crate) fn release(&self, magazine: Magazine<S::Item>) -> Magazine<S::Item> {
+    fn release(&self, magazine: Magazine<S::Item>) -> Magazine<S::Item> {
         let mut rescue = Rescue::new(&self.depot, Some(magazine));
         let magazine = rescue.magazine.as_mut().expect("set above");
         self.free_to_source(magazine);
@@ -381,12 +617,9 @@ impl<S: Source> Cache<S> {
                 magazine.drain().for_each(drop);
             }
         }
-    }
-
-    /// Returns both magazines of an owned slot to the source, in place: if the source
-    /// panics, what it did not take stays in the slot.
-    fn drain_slot(&self, slot: &mut SlotGuard<'_, S::Item>) {
-        slot.with(|magazines| self.drain_magazines(magazines));
+        if self.source_dry.load(Ordering::Relaxed) {
+            self.source_dry.store(false, Ordering::Relaxed);
+        }
     }
 
     fn drain_magazines(&self, magazines: &mut MagazinePair<S::Item>) {
@@ -394,9 +627,29 @@ impl<S: Source> Cache<S> {
         self.free_to_source(&mut magazines.previous);
     }
 
-    /// Returns every full depot magazine to the source and frees the empty ones.
+    /// Returns every non-empty depot magazine to the source and frees the empty ones.
     fn drain_depot(&self) {
-        self.depot.drain(|full| drop(self.release(full)));
+        let popped = self.depot.drain(|magazine| drop(self.release(magazine)));
+        self.counters.depot_pops.add(popped);
+    }
+}
+
+/// Where an allocation on the slow path keeps a magazine it finds.
+pub(crate) enum Home<'p, T> {
+    /// The per-CPU path: the slot it used (given back while the source runs).
+    Slot(usize),
+    /// A `LocalCache`'s magazines.
+    Handle(&'p mut MagazinePair<T>),
+    /// The per-CPU path found every slot busy: it keeps nothing.
+    Busy,
+}
+
+/// Clears a flag when dropped, also when unwinding from a panicking source.
+struct ClearOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for ClearOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 

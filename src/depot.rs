@@ -1,5 +1,5 @@
-//! The depot: lock-free stacks of full and of empty magazines, with the policy that bounds
-//! and trims them.
+//! The depot: lock-free stacks of full, partly filled and empty magazines, with the policy
+//! that bounds and trims them.
 
 use crate::magazine::Magazine;
 use crate::policy::{Config, DepotPolicy, Options, Trim};
@@ -8,24 +8,38 @@ use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 
 /// The global depot between the per-CPU slots (and per-thread handles) and the source.
 ///
-/// Upholds DESIGN.md invariant 4 (bounded memory: the `Fixed` cap on full magazines, the
-/// cap on empty ones, and the trimming rules) and invariant 5 (its lengths are the stacks'
-/// own counters, exact when quiescent). Magazines move through it whole; nothing here
-/// looks at items.
+/// Upholds [invariant 4](crate::docs::design#invariant-4-bounded-memory) (bounded memory: the `Fixed` cap on full magazines, the
+/// caps on partly filled and empty ones, and the trimming rules) and [invariant 5](crate::docs::design#invariant-5-accounting) (its
+/// lengths are the stacks' own counters, exact when quiescent). Magazines move through it
+/// whole, except on the *loose* paths ([`free_loose`](Self::free_loose),
+/// [`alloc_loose`](Self::alloc_loose)) that serve a thread which found every CPU slot
+/// busy: they move one item in or out of a partly filled magazine that the thread owns
+/// between a pop and a push.
+///
+/// No statistics counter here is written on the exchange path: callers count the
+/// magazines they move (in their slot or handle), and `short` changes only when a
+/// magazine that is not full enters or leaves the full stack.
 pub(crate) struct Depot<T> {
+    /// Non-empty magazines: full ones from spills, partly filled ones from handle drops,
+    /// idle-slot reclaims and rescues. The `Fixed` cap applies here.
     full: Stack<T>,
+    /// Partly filled magazines (neither empty nor full) left by the loose paths.
+    partial: Stack<T>,
     empty: Stack<T>,
     policy: DepotPolicy,
+    magazine_size: usize,
     max_empty: usize,
-    /// Items in the full magazines (statistics only: Relaxed; exact when quiescent).
-    items: AtomicUsize,
-    /// Highest `full.len()` ever reached.
+    /// Free places in the magazines of `full`: `magazine_size x full.len() - items`
+    /// (statistics only: Relaxed; exact when quiescent). Raised before a magazine that is
+    /// not full is linked, lowered after one is unlinked, so it never underflows.
+    short: AtomicUsize,
+    /// Items in the magazines of `partial` (statistics only: Relaxed; exact when
+    /// quiescent). Raised before a link, lowered after an unlink, like `short`; only the
+    /// loose paths and a refill that finds no full magazine change it.
+    partial_items: AtomicUsize,
+    /// Highest `full.len()` ever reached; raised only when a push passes it (a plain load
+    /// first, so a push that does not move it writes nothing).
     peak: AtomicUsize,
-    /// Full magazines taken from / given to the depot (statistics only: Relaxed).
-    pops: AtomicUsize,
-    pushes: AtomicUsize,
-    /// Full magazines released by trim (statistics only: Relaxed).
-    trimmed: AtomicUsize,
     /// True while a trim runs. A second concurrent trim returns at once instead of reading
     /// a low-water mark that the first one has just restarted.
     ///
@@ -40,24 +54,47 @@ impl<T> Depot<T> {
     pub(crate) fn new(config: &Config, options: &Options) -> Self {
         Self {
             full: Stack::new(),
+            partial: Stack::new(),
             empty: Stack::new(),
             policy: config.depot,
+            magazine_size: config.magazine_size,
             max_empty: config.empty_cap(options),
-            items: AtomicUsize::new(0),
+            short: AtomicUsize::new(0),
+            partial_items: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
-            pops: AtomicUsize::new(0),
-            pushes: AtomicUsize::new(0),
-            trimmed: AtomicUsize::new(0),
             trimming: AtomicBool::new(false),
         }
     }
 
-    /// Takes a full (non-empty) magazine.
+    /// Takes a non-empty magazine from the full stack.
     pub(crate) fn pop_full(&self) -> Option<Magazine<T>> {
         let magazine = self.full.pop()?;
-        self.items.fetch_sub(magazine.len(), Ordering::Relaxed);
-        self.pops.fetch_add(1, Ordering::Relaxed);
+        self.uncount_short(&magazine);
         Some(magazine)
+    }
+
+    /// Takes a magazine to refill a slot or handle with: a full one, else a partly filled
+    /// one.
+    pub(crate) fn pop_refill(&self) -> Option<Magazine<T>> {
+        self.pop_full().or_else(|| self.pop_partial())
+    }
+
+    fn pop_partial(&self) -> Option<Magazine<T>> {
+        let magazine = self.partial.pop()?;
+        self.partial_items
+            .fetch_sub(magazine.len(), Ordering::Relaxed);
+        Some(magazine)
+    }
+
+    fn push_partial(&self, magazine: Magazine<T>) -> Result<(), Magazine<T>> {
+        let items = magazine.len();
+        self.partial_items.fetch_add(items, Ordering::Relaxed);
+        self.partial
+            .push_bounded(magazine, self.max_empty)
+            .map(drop)
+            .inspect_err(|_| {
+                self.partial_items.fetch_sub(items, Ordering::Relaxed);
+            })
     }
 
     /// Gives a non-empty magazine to the depot, or hands it back when a `Fixed` depot is at
@@ -65,32 +102,36 @@ impl<T> Depot<T> {
     pub(crate) fn push_full(&self, magazine: Magazine<T>) -> Result<(), Magazine<T>> {
         debug_assert!(!magazine.is_empty());
         // Counted before the magazine is linked, so that the pop of it cannot subtract first.
-        let items = magazine.len();
-        self.items.fetch_add(items, Ordering::Relaxed);
-        let len = match self.full.push_bounded(magazine, self.policy.max_full()) {
-            Ok(len) => len,
-            Err(magazine) => {
-                self.items.fetch_sub(items, Ordering::Relaxed);
-                return Err(magazine);
+        let short = self.count_short(&magazine);
+        match self.full.push_bounded(magazine, self.policy.max_full()) {
+            Ok(len) => {
+                self.raise_peak(len);
+                Ok(())
             }
-        };
-        self.raise_peak(len);
-        self.pushes.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+            Err(magazine) => {
+                self.sub_short(short);
+                Err(magazine)
+            }
+        }
     }
 
-    /// Takes a non-empty magazine in whatever the cap says, because the alternative is
-    /// losing its items: used only when a source panicked while the magazine was out.
+    /// Takes a non-empty magazine whatever the cap says, because the alternative is losing
+    /// its items: used only when a source panicked while the magazine was out.
     pub(crate) fn push_full_unbounded(&self, magazine: Magazine<T>) {
-        self.items.fetch_add(magazine.len(), Ordering::Relaxed);
+        self.count_short(&magazine);
         let len = self.full.push(magazine);
         self.raise_peak(len);
-        self.pushes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Takes an empty magazine for reuse.
     pub(crate) fn pop_empty(&self) -> Option<Magazine<T>> {
         self.empty.pop()
+    }
+
+    /// An empty magazine: a recycled one, else a new one.
+    pub(crate) fn empty_magazine(&self) -> Magazine<T> {
+        self.pop_empty()
+            .unwrap_or_else(|| Magazine::new(self.magazine_size))
     }
 
     /// Keeps an empty magazine for reuse, or frees it when the empty stack is at its cap.
@@ -100,14 +141,57 @@ impl<T> Depot<T> {
         let _ = self.empty.push_bounded(magazine, self.max_empty);
     }
 
-    /// One trim step. Full magazines the policy releases are passed to `release` (which
-    /// returns their items to the source); empty magazines unused for the whole interval
-    /// are freed. Returns the number of full magazines released.
-    pub(crate) fn trim(&self, mut release: impl FnMut(Magazine<T>)) -> usize {
+    /// Puts a magazine back where its fill level says: the empty stack, the partial stack
+    /// (capped like the empty one), else the full stack. Hands it back when a `Fixed` depot
+    /// refuses it; the caller returns its items to the source.
+    pub(crate) fn push_any(&self, magazine: Magazine<T>) -> Result<(), Magazine<T>> {
+        if magazine.is_empty() {
+            self.push_empty(magazine);
+            return Ok(());
+        }
+        if magazine.is_full() {
+            return self.push_full(magazine);
+        }
+        self.push_partial(magazine)
+            .or_else(|magazine| self.push_full(magazine))
+    }
+
+    /// Stores `item` for a thread that found every CPU slot busy: in a partly filled
+    /// magazine (or an empty one) taken from the depot for the moment, which then goes
+    /// back. Hands back a magazine that a `Fixed` depot refused (full, holding `item`).
+    pub(crate) fn free_loose(&self, item: T) -> Result<(), Magazine<T>> {
+        let mut magazine = self.pop_partial().unwrap_or_else(|| self.empty_magazine());
+        let stored = magazine.push(item);
+        debug_assert!(stored.is_ok(), "a partial or empty magazine has room");
+        self.push_any(magazine)
+    }
+
+    /// Takes one item for a thread that found every CPU slot busy, from a partly filled
+    /// magazine, else from a full one; the rest goes back. `Err` hands back a magazine
+    /// that a `Fixed` depot refused to take back (it cannot refuse one it just gave, but a
+    /// racing push may have taken its place): the caller returns its items to the source.
+    pub(crate) fn alloc_loose(&self) -> Option<(T, Option<Magazine<T>>)> {
+        let mut magazine = self.pop_partial().or_else(|| self.pop_full())?;
+        let item = magazine.pop().expect("depot magazines are not empty");
+        Some((item, self.push_any(magazine).err()))
+    }
+
+    /// One trim step. First `reclaim` runs (with the trim's exclusion) and returns how many
+    /// magazines it pushed to the full stack that were unused for the whole interval (an
+    /// idle CPU slot's). Then full magazines the policy releases, and partly filled ones
+    /// unused for the whole interval, are passed to `release` (which returns their items
+    /// to the source); empty magazines unused for the whole interval are freed. Returns the
+    /// number of full magazines released.
+    pub(crate) fn trim(
+        &self,
+        reclaim: impl FnOnce() -> usize,
+        mut release: impl FnMut(Magazine<T>),
+    ) -> usize {
         if self.trimming.swap(true, Ordering::Acquire) {
             return 0;
         }
         let _running = TrimRunning(&self.trimming);
+        let reclaimed = reclaim();
 
         let released = match self.policy {
             DepotPolicy::Fixed { .. } => 0,
@@ -120,11 +204,21 @@ impl<T> Depot<T> {
                 trim: Trim::WorkingSet,
             } => {
                 // The magazines that stayed in the depot during the whole interval (a
-                // lower bound, see `Level`).
-                let unused = self.full.restart_interval();
+                // lower bound, see `Level`), and those just reclaimed from idle slots,
+                // which nobody used either. LIFO: the reclaimed ones go first.
+                let unused = self.full.restart_interval() + reclaimed;
                 self.release_full(unused, target, &mut release)
             }
         };
+        // Partly filled magazines nobody took during the whole interval: the loose paths
+        // no longer need them.
+        let unused_partial = self.partial.restart_interval();
+        for _ in 0..unused_partial {
+            match self.pop_partial() {
+                Some(magazine) => release(magazine),
+                None => break,
+            }
+        }
         // Empty magazines nobody took during the whole interval.
         let unused_empty = self.empty.restart_interval();
         for _ in 0..unused_empty {
@@ -133,7 +227,6 @@ impl<T> Depot<T> {
                 None => break,
             }
         }
-        self.trimmed.fetch_add(released, Ordering::Relaxed);
         released
     }
 
@@ -161,32 +254,63 @@ impl<T> Depot<T> {
         released
     }
 
-    /// Returns every full magazine, one at a time, to `release`, and frees every empty one.
-    pub(crate) fn drain(&self, mut release: impl FnMut(Magazine<T>)) {
-        while let Some(magazine) = self.pop_full() {
+    /// Returns every non-empty magazine, one at a time, to `release`, and frees every
+    /// empty one. Returns how many were passed to `release`.
+    pub(crate) fn drain(&self, mut release: impl FnMut(Magazine<T>)) -> usize {
+        let mut released = 0;
+        while let Some(magazine) = self.pop_refill() {
             release(magazine);
+            released += 1;
         }
         while let Some(magazine) = self.pop_empty() {
             drop(magazine);
         }
+        released
     }
 
-    /// `(full, empty)` nodes linked in the stacks (model checks only, when quiescent).
+    /// `(full + partial, empty)` nodes linked in the stacks (model checks only, when
+    /// quiescent).
     #[cfg(any(loom, feature = "shuttle"))]
     pub(crate) fn linked(&self) -> (usize, usize) {
-        (self.full.linked(), self.empty.linked())
+        (
+            self.full.linked() + self.partial.linked(),
+            self.empty.linked(),
+        )
     }
 
+    /// Non-empty magazines: full and partly filled.
     pub(crate) fn full_len(&self) -> usize {
-        self.full.len()
+        self.full.len() + self.partial.len()
     }
 
     pub(crate) fn empty_len(&self) -> usize {
         self.empty.len()
     }
 
+    /// Items in the depot (exact when quiescent).
     pub(crate) fn full_items(&self) -> usize {
-        self.items.load(Ordering::Relaxed)
+        let full = (self.magazine_size * self.full.len())
+            .saturating_sub(self.short.load(Ordering::Relaxed));
+        full + self.partial_items.load(Ordering::Relaxed)
+    }
+
+    /// Counts the free places of a magazine that is not full; returns them.
+    fn count_short(&self, magazine: &Magazine<T>) -> usize {
+        let short = self.magazine_size.saturating_sub(magazine.len());
+        if short != 0 {
+            self.short.fetch_add(short, Ordering::Relaxed);
+        }
+        short
+    }
+
+    fn uncount_short(&self, magazine: &Magazine<T>) {
+        self.sub_short(self.magazine_size.saturating_sub(magazine.len()));
+    }
+
+    fn sub_short(&self, short: usize) {
+        if short != 0 {
+            self.short.fetch_sub(short, Ordering::Relaxed);
+        }
     }
 
     /// Records a new length in `peak`: a plain load first, because the peak rarely moves
@@ -199,18 +323,6 @@ impl<T> Depot<T> {
 
     pub(crate) fn peak(&self) -> usize {
         self.peak.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn pops(&self) -> usize {
-        self.pops.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn pushes(&self) -> usize {
-        self.pushes.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn trimmed(&self) -> usize {
-        self.trimmed.load(Ordering::Relaxed)
     }
 }
 

@@ -3,7 +3,7 @@
 use core::fmt;
 use core::mem::ManuallyDrop;
 
-use crate::cache::{Cache, Rescue};
+use crate::cache::{Cache, Home};
 use crate::pair::MagazinePair;
 use crate::source::Source;
 
@@ -18,7 +18,7 @@ use crate::source::Source;
 /// a `Fixed` depot is at its cap: nothing is lost, and the items stay cached for other
 /// threads. It is `Send`, so it may be dropped on another thread.
 ///
-/// Upholds DESIGN.md invariant 1 (its magazines are owned, never shared) and 3 (no path
+/// Upholds [invariant 1](crate::docs::design#invariant-1-conservation) (its magazines are owned, never shared) and 3 (no path
 /// waits for another thread).
 ///
 /// ```
@@ -47,10 +47,18 @@ pub struct LocalCache<'a, S: Source> {
     cache: &'a Cache<S>,
     /// Taken out only by `drop`.
     magazines: ManuallyDrop<MagazinePair<S::Item>>,
-    /// Hits not yet published to the cache's counters.
+    /// Counts not yet published to the cache's counters (see [`PUBLISH_EVERY`]).
     alloc_hits: usize,
     free_hits: usize,
+    depot_pops: usize,
+    depot_pushes: usize,
 }
+
+/// Hits a handle counts before it publishes them to the cache's shared counters (on a
+/// miss; also on drop). Publishing on every exchange put a contended read-modify-write on
+/// the depot exchange; now `Stats` lags behind a live handle by at most this many hits
+/// per side.
+const PUBLISH_EVERY: usize = 4096;
 
 impl<'a, S: Source> LocalCache<'a, S> {
     pub(crate) fn new(cache: &'a Cache<S>) -> Self {
@@ -59,6 +67,8 @@ impl<'a, S: Source> LocalCache<'a, S> {
             magazines: ManuallyDrop::new(MagazinePair::new(cache.config().magazine_size)),
             alloc_hits: 0,
             free_hits: 0,
+            depot_pops: 0,
+            depot_pushes: 0,
         }
     }
 
@@ -92,30 +102,40 @@ impl<'a, S: Source> LocalCache<'a, S> {
 
     #[cold]
     fn alloc_miss(&mut self) -> Option<S::Item> {
-        self.publish_counters();
-        self.magazines
-            .refill(self.cache.depot())
-            .or_else(|| self.cache.alloc_slow())
+        if self.alloc_hits >= PUBLISH_EVERY {
+            self.publish_counters();
+        }
+        if self.magazines.refill(self.cache.depot()) {
+            self.depot_pops += 1;
+            return self.magazines.alloc();
+        }
+        self.cache.alloc_slow(Home::Handle(&mut self.magazines))
     }
 
     #[cold]
     fn free_miss(&mut self, item: S::Item) {
-        self.publish_counters();
-        let size = self.cache.config().magazine_size;
-        if let Some(full) = self.magazines.spill(item, self.cache.depot(), size) {
-            let empty = self.cache.release(full);
-            self.cache.depot().push_empty(empty);
+        if self.free_hits >= PUBLISH_EVERY {
+            self.publish_counters();
+        }
+        match self.magazines.spill(item, self.cache.depot()) {
+            Ok(()) => self.depot_pushes += 1,
+            Err(refused) => self.cache.release_to_source(refused),
         }
     }
 
     fn publish_counters(&mut self) {
         let counters = self.cache.counters();
+        let take = core::mem::take::<usize>;
+        counters.local_alloc.hits.add(take(&mut self.alloc_hits));
         counters
-            .local_alloc_hits
-            .add(core::mem::take(&mut self.alloc_hits));
+            .local_alloc
+            .exchanges
+            .add(take(&mut self.depot_pops));
+        counters.local_free.hits.add(take(&mut self.free_hits));
         counters
-            .local_free_hits
-            .add(core::mem::take(&mut self.free_hits));
+            .local_free
+            .exchanges
+            .add(take(&mut self.depot_pushes));
     }
 }
 
@@ -130,24 +150,21 @@ impl<S: Source> Drop for LocalCache<'_, S> {
             drop(previous);
             crate::magazine::Magazine::new(self.cache.config().magazine_size)
         };
-        let depot = self.cache.depot();
         // Place both magazines before calling the source, so that a panicking source
         // cannot drop the second: a refused one waits in a rescue guard.
+        let depot = self.cache.depot();
+        let mut pushed = 0;
         let refused = [loaded, previous].map(|magazine| {
             if magazine.is_empty() {
                 depot.push_empty(magazine);
-                None
-            } else {
-                depot.push_full(magazine).err()
+                return None;
             }
+            let refused = depot.push_full(magazine).err();
+            pushed += usize::from(refused.is_none());
+            refused
         });
-        let mut pending = refused.map(|magazine| Rescue::new(depot, magazine));
-        for rescue in &mut pending {
-            if let Some(full) = rescue.take() {
-                let empty = self.cache.release(full);
-                depot.push_empty(empty);
-            }
-        }
+        self.cache.counters().depot_pushes.add(pushed);
+        self.cache.release_each(refused);
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! The raw depot scenarios (push/pop race, ABA shape, growth, shrink, empty recycling)
 //! drive [`Depot`] directly; the cache scenarios use [`depot_linked`] to compare `Stats`
-//! with the real stack lengths (DESIGN.md invariant 5).
+//! with the real stack lengths ([invariant 5](crate::docs::design#invariant-5-accounting)).
 
 use alloc::vec::Vec;
 
@@ -41,7 +41,7 @@ impl<T> Depot<T> {
 
     /// One trim step; released magazines' items go to `release`.
     pub fn trim(&self, mut release: impl FnMut(Vec<T>)) -> usize {
-        self.0.trim(|magazine| release(items_of(magazine)))
+        self.0.trim(|| 0, |magazine| release(items_of(magazine)))
     }
 
     /// `(full, empty)` as counted by the stacks (what `Stats` reports).

@@ -14,7 +14,7 @@ use crate::magazine::Magazine;
 /// exchange; the swap tests below are written as "previous can serve" so that they stay
 /// correct for the partly filled magazines that a handle drop or a panicking source leave.
 ///
-/// Upholds DESIGN.md invariant 1 across exchanges: every item stays in exactly one
+/// Upholds [invariant 1](crate::docs::design#invariant-1-conservation) across exchanges: every item stays in exactly one
 /// magazine, and the item being freed is stored before the depot is asked to take a
 /// magazine (so no item is in flight while a `Fixed` overflow runs the source).
 pub(crate) struct MagazinePair<T> {
@@ -57,23 +57,35 @@ impl<T> MagazinePair<T> {
         self.loaded.push(item)
     }
 
-    /// Both magazines are empty: take a full one from the depot and give it an empty one
-    /// back. Returns `None` (changing nothing) when the depot has no full magazine.
-    pub(crate) fn refill(&mut self, depot: &Depot<T>) -> Option<T> {
-        self.refill_with(depot, Magazine::pop)
-    }
-
-    /// [`refill`](Self::refill), then `take` from the new loaded magazine.
-    pub(crate) fn refill_with(
-        &mut self,
-        depot: &Depot<T>,
-        take: impl FnOnce(&mut Magazine<T>) -> Option<T>,
-    ) -> Option<T> {
-        debug_assert!(self.loaded.is_empty() && self.previous.is_empty());
-        let full = depot.pop_full()?;
+    /// Both magazines are empty: take a full (else a partly filled) magazine from the depot
+    /// as `loaded` and give the depot the empty `previous`. Returns `false` (changing
+    /// nothing) when the depot has no such magazine.
+    pub(crate) fn refill(&mut self, depot: &Depot<T>) -> bool {
+        debug_assert!(self.is_empty());
+        let Some(full) = depot.pop_refill() else {
+            return false;
+        };
         let empty = mem::replace(&mut self.previous, mem::replace(&mut self.loaded, full));
         depot.push_empty(empty);
-        take(&mut self.loaded)
+        true
+    }
+
+    /// Both of our magazines are empty: take the best magazine of `victim` (another
+    /// owner's pair, e.g. a CPU slot we hold for the moment) and give it our empty
+    /// `loaded` in its place. Its `previous` when full, else whichever holds items.
+    /// Returns `false` when `victim` holds nothing.
+    pub(crate) fn steal_from(&mut self, victim: &mut MagazinePair<T>) -> bool {
+        debug_assert!(self.is_empty());
+        let best = if victim.previous.is_full() || victim.loaded.is_empty() {
+            &mut victim.previous
+        } else {
+            &mut victim.loaded
+        };
+        if best.is_empty() {
+            return false;
+        }
+        mem::swap(&mut self.loaded, best);
+        true
     }
 
     /// The newest item of either magazine that `accept` takes.
@@ -88,23 +100,26 @@ impl<T> MagazinePair<T> {
         self.loaded.is_empty() && self.previous.is_empty()
     }
 
-    /// Both magazines are full: store `item` in a fresh empty magazine and give the full
-    /// `previous` to the depot. Returns the full magazine when a `Fixed` depot refuses it;
-    /// the caller must return its items to the source. `item` is stored before the depot is
-    /// asked, so no item is ever in flight while the source runs.
-    pub(crate) fn spill(
-        &mut self,
-        item: T,
-        depot: &Depot<T>,
-        magazine_size: usize,
-    ) -> Option<Magazine<T>> {
-        let empty = depot
-            .pop_empty()
-            .unwrap_or_else(|| Magazine::new(magazine_size));
+    /// Both magazines are full: store `item` in an empty magazine (recycled from the depot,
+    /// else new) and give the full `previous` to the depot. Returns the full magazine when
+    /// a `Fixed` depot refuses it; the caller must return its items to the source. `item`
+    /// is stored before the depot is asked, so no item is ever in flight while the source
+    /// runs.
+    pub(crate) fn spill(&mut self, item: T, depot: &Depot<T>) -> Result<(), Magazine<T>> {
+        let empty = depot.empty_magazine();
         let full = mem::replace(&mut self.previous, mem::replace(&mut self.loaded, empty));
         let stored = self.loaded.push(item);
         debug_assert!(stored.is_ok(), "a fresh magazine has room");
-        depot.push_full(full).err()
+        depot.push_full(full)
+    }
+
+    /// Moves both magazines out, leaving empty ones (recycled from the depot, else new)
+    /// in their place; returns the ones that held items. This is how a flush or a trim
+    /// takes a slot's items without running the source while it holds the slot.
+    pub(crate) fn take_items(&mut self, depot: &Depot<T>) -> [Option<Magazine<T>>; 2] {
+        [&mut self.loaded, &mut self.previous].map(|magazine| {
+            (!magazine.is_empty()).then(|| mem::replace(magazine, depot.empty_magazine()))
+        })
     }
 
     /// Items held by both magazines.

@@ -115,6 +115,29 @@ pub struct Options {
     /// [`cpu::current`](crate::cpu::current): `sched_getcpu()` on Linux. Set it on
     /// `no_std` targets (where the default is always 0) or to pin the mapping yourself.
     pub current_cpu: Option<fn() -> usize>,
+    /// Whether [`Cache::trim`](crate::Cache::trim) also takes the magazines of CPU slots
+    /// that saw no operation during the whole interval since the previous trim (busy
+    /// slots are skipped, never waited for) and treats them as unused depot magazines:
+    /// what the policy keeps stays in the depot, the rest goes to the source. tcmalloc
+    /// reclaims idle per-CPU caches the same way; Linux and Bonwick leave them in place.
+    ///
+    /// `None` (the default) means on for [`Trim::WorkingSet`] and off for the other
+    /// policies, which reproduce Linux.
+    pub reclaim_idle_slots: Option<bool>,
+}
+
+impl Options {
+    /// Whether trim reclaims idle slots under `policy` (see
+    /// [`reclaim_idle_slots`](Self::reclaim_idle_slots)).
+    pub(crate) fn reclaims_idle_slots(&self, policy: &DepotPolicy) -> bool {
+        self.reclaim_idle_slots.unwrap_or(matches!(
+            policy,
+            DepotPolicy::Dynamic {
+                trim: Trim::WorkingSet,
+                ..
+            }
+        ))
+    }
 }
 
 impl Config {

@@ -2,14 +2,14 @@
 
 use crate::pair::MagazinePair;
 use crate::stats::OwnedCounter;
-use crate::sync::{AtomicBool, Backoff, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicUsize, Backoff, Ordering, UnsafeCell};
 
 /// A CPU slot.
 ///
-/// Upholds DESIGN.md invariant 3 (progress): a thread takes a slot with one atomic
+/// Upholds [invariant 3](crate::docs::design#invariant-3-progress) (progress): a thread takes a slot with one atomic
 /// exchange and gives it back with one Release store; it never waits for a slot on the
 /// `alloc`/`free` paths (a taken slot is a miss), and it never runs the source while it
-/// holds one (only `flush_cpu`/`flush` drain a slot in place). It also carries invariant 1
+/// holds one (only `flush_cpu`/`flush` drain a slot in place). It also carries [invariant 1](crate::docs::design#invariant-1-conservation)
 /// locally: the magazines are touched only by the owner.
 pub(crate) struct Slot<T> {
     /// Who may touch `magazines`.
@@ -26,6 +26,14 @@ pub(crate) struct Slot<T> {
     /// Hits of the owner; written only while owned (see [`OwnedCounter`]).
     pub(crate) alloc_hits: OwnedCounter,
     pub(crate) free_hits: OwnedCounter,
+    /// Magazines the owner took from / gave to the depot; written only while owned.
+    pub(crate) depot_pops: OwnedCounter,
+    pub(crate) depot_pushes: OwnedCounter,
+    /// [`activity`](Self::activity) as the last trim saw it: a slot whose activity has
+    /// not moved for a whole trim interval is idle. Only trims write it, one at a time
+    /// (the depot's `trimming` flag), so Relaxed suffices: it is a heuristic, and a wrong
+    /// guess costs a reclaim or a missed one, never an item.
+    idle_mark: AtomicUsize,
 }
 
 // SAFETY: the magazines are accessed only by the thread that owns the slot (see `owned`),
@@ -41,7 +49,31 @@ impl<T> Slot<T> {
             magazines: UnsafeCell::new(MagazinePair::new(magazine_size)),
             alloc_hits: OwnedCounter::default(),
             free_hits: OwnedCounter::default(),
+            depot_pops: OwnedCounter::default(),
+            depot_pushes: OwnedCounter::default(),
+            idle_mark: AtomicUsize::new(0),
         }
+    }
+
+    /// Operations the owners have done on this slot (wrapping): hits and exchanges.
+    fn activity(&self) -> usize {
+        [
+            &self.alloc_hits,
+            &self.free_hits,
+            &self.depot_pops,
+            &self.depot_pushes,
+        ]
+        .iter()
+        .fold(0usize, |sum, counter| {
+            sum.wrapping_add(counter.get() as usize)
+        })
+    }
+
+    /// Whether no owner used the slot since the previous call; starts the next interval.
+    /// For trim only (one at a time).
+    pub(crate) fn idle_since_last_check(&self) -> bool {
+        let activity = self.activity();
+        self.idle_mark.swap(activity, Ordering::Relaxed) == activity
     }
 
     /// Takes the slot if nobody owns it. Never waits.
@@ -82,7 +114,7 @@ pub(crate) struct SlotGuard<'a, T> {
     slot: &'a Slot<T>,
 }
 
-impl<T> SlotGuard<'_, T> {
+impl<'a, T> SlotGuard<'a, T> {
     /// Runs `f` on the slot's magazines.
     #[inline]
     pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut MagazinePair<T>) -> R) -> R {
@@ -94,7 +126,8 @@ impl<T> SlotGuard<'_, T> {
             .with_mut(|pair| f(unsafe { &mut *pair }))
     }
 
-    pub(crate) fn slot(&self) -> &Slot<T> {
+    /// The slot (for its counters, which only the owner writes).
+    pub(crate) fn slot(&self) -> &'a Slot<T> {
         self.slot
     }
 }
