@@ -29,6 +29,8 @@
 // pointed into `examples/seed/` (cargo builds no example from a directory without main.rs).
 #[path = "seed/contender.rs"]
 mod contender;
+#[path = "seed/flush.rs"]
+mod flush;
 #[path = "seed/plot.rs"]
 mod plot;
 #[path = "seed/report.rs"]
@@ -54,7 +56,7 @@ use clap::Parser;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use contender::Contender;
-use scenario::Scenario;
+use scenario::{Mode, Scenario};
 use sim::Outcome;
 
 fn main() -> ExitCode {
@@ -69,9 +71,18 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
 
-    let outcomes = simulate_all(&scenario, &contenders);
-    print!("{}", report::table(&outcomes));
-    match write_outputs(&outcomes) {
+    let modes = scenario.modes();
+    let outcomes = simulate_all(&scenario, &modes, &contenders);
+    let by_mode: Vec<(Mode, &[Outcome])> = modes
+        .iter()
+        .zip(outcomes.chunks(contenders.len()))
+        .map(|(&m, o)| (m, o))
+        .collect();
+    for (mode, outcomes) in &by_mode {
+        println!("{mode} ({})", mode.describe());
+        println!("{}", report::table(outcomes, &scenario));
+    }
+    match write_outputs(&by_mode, &outcomes) {
         Ok(paths) => paths.iter().for_each(|p| println!("wrote {}", p.display())),
         Err(error) => {
             eprintln!("error: writing target/seed: {error}");
@@ -79,8 +90,11 @@ fn main() -> ExitCode {
         }
     }
     if scenario.check {
-        let steady = scenario.seconds >= scenario::STEADY_SECONDS;
-        return check(&report::properties(&outcomes, steady));
+        let properties: Vec<_> = by_mode
+            .iter()
+            .flat_map(|(_, o)| report::properties(o, &scenario))
+            .collect();
+        return check(&properties);
     }
     ExitCode::SUCCESS
 }
@@ -99,14 +113,18 @@ fn check(properties: &[report::Property]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Simulates every policy, `--jobs` at a time, each on its own thread; returns the
-/// outcomes in table order.
-fn simulate_all(scenario: &Scenario, contenders: &[Contender]) -> Vec<Outcome> {
+/// Simulates every policy in every mode, `--jobs` at a time, each on its own thread;
+/// returns the outcomes mode by mode, each mode in table order.
+fn simulate_all(scenario: &Scenario, modes: &[Mode], contenders: &[Contender]) -> Vec<Outcome> {
+    let runs: Vec<(Mode, &Contender)> = modes
+        .iter()
+        .flat_map(|&m| contenders.iter().map(move |c| (m, c)))
+        .collect();
     let jobs = scenario
         .jobs
         .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, contenders.len());
-    let bars = progress_bars(scenario, contenders);
+        .clamp(1, runs.len());
+    let bars = progress_bars(scenario, &runs);
     let next = AtomicUsize::new(0);
     let outcomes = Mutex::new(Vec::new());
     thread::scope(|s| {
@@ -116,10 +134,10 @@ fn simulate_all(scenario: &Scenario, contenders: &[Contender]) -> Vec<Outcome> {
                 // policy is then its own, not shared with more runnable threads than cores.
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(contender) = contenders.get(i) else {
+                    let Some(&(mode, contender)) = runs.get(i) else {
                         break;
                     };
-                    let outcome = sim::simulate(scenario, contender, &bars[i]);
+                    let outcome = sim::simulate(scenario, mode, contender, &bars[i]);
                     outcomes.lock().unwrap().push((i, outcome));
                 }
             });
@@ -130,34 +148,36 @@ fn simulate_all(scenario: &Scenario, contenders: &[Contender]) -> Vec<Outcome> {
     outcomes.into_iter().map(|(_, o)| o).collect()
 }
 
-/// One bar per policy on stderr, in simulated ms (hidden when stderr is not a terminal).
-fn progress_bars(scenario: &Scenario, contenders: &[Contender]) -> Vec<ProgressBar> {
+/// One bar per run on stderr, in simulated ms (hidden when stderr is not a terminal).
+fn progress_bars(scenario: &Scenario, runs: &[(Mode, &Contender)]) -> Vec<ProgressBar> {
     let multi = MultiProgress::new();
     let style = ProgressStyle::with_template(
-        "{prefix:>24} [{bar:40}] {pos:>6}/{len} simulated ms {elapsed:>4}",
+        "{prefix:>36} [{bar:40}] {pos:>6}/{len} simulated ms {elapsed:>4}",
     )
     .expect("valid template")
     .progress_chars("=> ");
     let length = ((scenario.seconds + scenario.idle_seconds) * 1000.0) as u64;
-    contenders
-        .iter()
-        .map(|c| {
+    runs.iter()
+        .map(|(m, c)| {
             multi
                 .add(ProgressBar::new(length))
                 .with_style(style.clone())
-                .with_prefix(c.label())
+                .with_prefix(format!("{m} {}", c.label()))
         })
         .collect()
 }
 
 /// Writes the CSV and the plot under `target/seed/` of the workspace (wherever cargo
 /// builds); returns their paths.
-fn write_outputs(outcomes: &[Outcome]) -> std::io::Result<Vec<PathBuf>> {
+fn write_outputs(
+    by_mode: &[(Mode, &[Outcome])],
+    outcomes: &[Outcome],
+) -> std::io::Result<Vec<PathBuf>> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/seed");
     std::fs::create_dir_all(&dir)?;
     let csv = dir.join("seed.csv");
     report::write_csv(outcomes, &csv)?;
     let svg = dir.join("seed.svg");
-    plot::draw(outcomes, &svg).map_err(std::io::Error::other)?;
+    plot::draw(by_mode, &svg).map_err(std::io::Error::other)?;
     Ok(vec![csv, svg])
 }

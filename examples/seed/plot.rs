@@ -1,120 +1,163 @@
-//! The plot: depot length and cumulative slow-path calls over simulated time, one line per
-//! policy, the idle phase shaded.
+//! The plot: small multiples, one column per unmap mode and one panel per policy, each on
+//! its own axes so that no policy hides another. A panel shows the depot length (blue,
+//! left axis: the most full magazines seen in each sample interval, flush-timer spikes
+//! included) and the slow-path calls since the end of the warm-up (red, right axis), the
+//! idle phase shaded
+//! and the end of the warm-up marked.
 
 use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use crate::scenario::Mode;
 use crate::sim::{Outcome, Sample};
 
-/// One panel of the figure: what it plots from each sample.
-struct Panel {
-    caption: &'static str,
-    y_desc: &'static str,
-    value: fn(&Sample) -> f64,
-    /// Whether the y axis starts at the lowest value at the end of the warm-up.
-    from_warmup: bool,
-}
+const PANEL_WIDTH: u32 = 560;
+const PANEL_HEIGHT: u32 = 250;
+const TITLE_HEIGHT: u32 = 70;
+const DEPOT: RGBColor = RGBColor(31, 90, 180);
+const SLOW: RGBColor = RGBColor(200, 40, 40);
+const IDLE: RGBColor = RGBColor(225, 225, 225);
 
-const PANELS: [Panel; 2] = [
-    Panel {
-        caption: "Depot length",
-        y_desc: "full magazines in the depot",
-        value: |s| s.depot_full as f64,
-        from_warmup: false,
-    },
-    Panel {
-        caption: "Slow path (source) calls, axis from the end of the warm-up",
-        y_desc: "cumulative allocs + frees",
-        value: |s| (s.slow.allocs + s.slow.frees) as f64,
-        from_warmup: true,
-    },
-];
-
-/// Draws both panels into an SVG file.
-pub fn draw(outcomes: &[Outcome], path: &Path) -> Result<(), String> {
-    let root = SVGBackend::new(path, (1200, 900)).into_drawing_area();
+/// Draws every mode's panels into an SVG file.
+pub fn draw(by_mode: &[(Mode, &[Outcome])], path: &Path) -> Result<(), String> {
+    let columns = by_mode.len().max(1);
+    let rows = by_mode
+        .iter()
+        .map(|(_, o)| o.len())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let size = (
+        PANEL_WIDTH * columns as u32,
+        TITLE_HEIGHT + PANEL_HEIGHT * rows as u32,
+    );
+    let root = SVGBackend::new(path, size).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let areas = root.split_evenly((PANELS.len(), 1));
-    for (panel, area) in PANELS.iter().zip(&areas) {
-        draw_panel(panel, outcomes, area).map_err(|e| e.to_string())?;
+    let (title, body) = root.split_vertically(TITLE_HEIGHT);
+    draw_title(&title, by_mode).map_err(|e| e.to_string())?;
+    let cells = body.split_evenly((rows, columns));
+    for (column, (mode, outcomes)) in by_mode.iter().enumerate() {
+        for (row, outcome) in outcomes.iter().enumerate() {
+            draw_panel(*mode, outcome, &cells[row * columns + column])
+                .map_err(|e| e.to_string())?;
+        }
     }
     root.present().map_err(|e| e.to_string())
 }
 
+fn draw_title(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    by_mode: &[(Mode, &[Outcome])],
+) -> Result<(), DrawingAreaErrorKind<std::io::Error>> {
+    let style = TextStyle::from(("sans-serif", 17).into_font());
+    area.draw_text(
+        "Seed scenario, one column per unmap mode, one panel per policy (each on its own axes).",
+        &style,
+        (10, 6),
+    )?;
+    area.draw_text(
+        "Blue, left axis: full magazines in the depot, the most seen in each sample interval. Red, right axis: cumulative slow-path calls (allocs + frees) from the end of the warm-up. Grey: idle phase (no I/O, trims and flush timer on schedule). Thin black line: end of the warm-up.",
+        &TextStyle::from(("sans-serif", 13).into_font()),
+        (10, 28),
+    )?;
+    let columns = by_mode.len().max(1) as i32;
+    let width = area.dim_in_pixel().0 as i32 / columns;
+    for (i, (mode, _)) in by_mode.iter().enumerate() {
+        area.draw_text(
+            &format!("mode: {mode}"),
+            &TextStyle::from(("sans-serif", 16).into_font().style(FontStyle::Bold)),
+            (i as i32 * width + 10, 48),
+        )?;
+    }
+    Ok(())
+}
+
 fn draw_panel(
-    panel: &Panel,
-    outcomes: &[Outcome],
+    mode: Mode,
+    outcome: &Outcome,
     area: &DrawingArea<SVGBackend<'_>, Shift>,
 ) -> Result<(), DrawingAreaErrorKind<std::io::Error>> {
     let seconds = |s: &Sample| s.ns as f64 / 1e9;
-    let end = outcomes
+    let slow = |s: &Sample| (s.slow.allocs + s.slow.frees) as f64;
+    let samples = &outcome.samples;
+    let end = samples.last().map_or(1e-3, seconds).max(1e-3);
+    let depot_top = samples
         .iter()
-        .flat_map(|o| o.samples.last())
-        .map(seconds)
-        .fold(1e-3, f64::max);
-    let values = || outcomes.iter().flat_map(|o| &o.samples).map(panel.value);
-    let top = values().fold(1.0, f64::max) * 1.1;
-    // The axis starts where the lines settle (the warm-up's initial fill is cut off), so
-    // that differences between policies are not flattened by the fill.
-    let bottom = match panel.from_warmup {
-        false => 0.0,
-        true => {
-            outcomes
-                .iter()
-                .flat_map(|o| o.samples.iter().find(|s| s.ns >= o.warmup_end_ns))
-                .map(panel.value)
-                .fold(top, f64::min)
-                * 0.98
-        }
-    };
-    let load_end = outcomes.first().map_or(end, |o| o.load_end_ns as f64 / 1e9);
+        .map(|s| s.depot_full_max as f64)
+        .fold(1.0, f64::max)
+        * 1.1;
+    // Slow-path calls count from the end of the warm-up, as the table's rates do: the
+    // initial fill would otherwise dwarf them.
+    let warm_ns = outcome.warmup_end_ns;
+    let base = samples.iter().find(|s| s.ns >= warm_ns).map_or(0.0, slow);
+    let counted: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|s| s.ns >= warm_ns)
+        .map(|s| (seconds(s), slow(s) - base))
+        .collect();
+    // A different headroom than the depot axis: the two lines never end on one pixel.
+    let slow_top = counted.iter().map(|p| p.1).fold(1.0, f64::max) * 1.25;
+    let load_end = outcome.load_end_ns as f64 / 1e9;
 
+    let caption = format!(
+        "{} [{mode}]: {:.4} slow allocs/1k I/O, depot peak {} (load) / {} (run)",
+        outcome.contender.label(),
+        outcome.allocs_per_k(),
+        outcome.depot_peak,
+        outcome.depot_peak_run,
+    );
     let mut chart = ChartBuilder::on(area)
-        .caption(panel.caption, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..end, bottom..top)?;
+        .caption(caption, ("sans-serif", 13))
+        .margin(6)
+        .x_label_area_size(28)
+        .y_label_area_size(44)
+        .right_y_label_area_size(48)
+        .build_cartesian_2d(0.0..end, 0.0..depot_top)?
+        .set_secondary_coord(0.0..end, 0.0..slow_top);
     chart
         .configure_mesh()
-        .x_desc("simulated time (s)")
-        .y_desc(panel.y_desc)
-        .y_label_formatter(&|v| format!("{v:.0}"))
+        .x_desc("simulated s")
+        .y_desc("full magazines")
+        .y_label_formatter(&|v| compact(*v))
+        .label_style(("sans-serif", 11))
+        .axis_desc_style(("sans-serif", 11))
         .draw()?;
     chart
-        .draw_series(std::iter::once(Rectangle::new(
-            [(load_end, bottom), (end, top)],
-            RGBColor(225, 225, 225).filled(),
-        )))?
-        .label("idle phase (no I/O, trim on schedule)")
-        .legend(|(x, y)| {
-            Rectangle::new(
-                [(x, y - 5), (x + 20, y + 5)],
-                RGBColor(225, 225, 225).filled(),
-            )
-        });
-    for (i, outcome) in outcomes.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        // Policies that behave alike draw the same line: earlier ones are wider, so that
-        // every one stays visible under the later ones.
-        let width = 1 + (outcomes.len() - i) as u32;
-        let points = outcome
-            .samples
+        .configure_secondary_axes()
+        .y_desc("slow-path calls after warm-up")
+        .y_label_formatter(&|v| compact(*v))
+        .label_style(("sans-serif", 11))
+        .axis_desc_style(("sans-serif", 11))
+        .draw()?;
+    chart.draw_series(std::iter::once(Rectangle::new(
+        [(load_end, 0.0), (end, depot_top)],
+        IDLE.filled(),
+    )))?;
+    // The end of the warm-up: the table's rates count from here.
+    let warm = warm_ns as f64 / 1e9;
+    chart.draw_series(std::iter::once(PathElement::new(
+        vec![(warm, 0.0), (warm, depot_top)],
+        BLACK.mix(0.4).stroke_width(1),
+    )))?;
+    // Red first, so that the depot line stays visible where the two meet.
+    chart.draw_secondary_series(LineSeries::new(counted, SLOW.stroke_width(2)))?;
+    chart.draw_series(LineSeries::new(
+        samples
             .iter()
-            .map(|s| (seconds(s), (panel.value)(s)));
-        chart
-            .draw_series(LineSeries::new(points, color.stroke_width(width)))?
-            .label(outcome.contender.label())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
-            });
+            .map(|s| (seconds(s), s.depot_full_max as f64)),
+        DEPOT.stroke_width(1),
+    ))?;
+    Ok(())
+}
+
+/// `1234567.0` -> "1.2M", `25000.0` -> "25k", `38.0` -> "38".
+fn compact(v: f64) -> String {
+    match v.abs() {
+        a if a >= 1e6 => format!("{:.1}M", v / 1e6),
+        a if a >= 1e4 => format!("{:.0}k", v / 1e3),
+        a if a >= 10.0 || a == 0.0 => format!("{v:.0}"),
+        _ => format!("{v:.1}"),
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
 }

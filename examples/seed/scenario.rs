@@ -1,10 +1,55 @@
 //! The scenario's parameters: every one a command-line flag, defaulting to the seed report.
 
-use clap::Parser;
+use std::fmt;
+
+use clap::{Parser, ValueEnum};
 
 /// Simulated seconds of load from which the steady-state claim (WorkingSet's slow-path
 /// rate at most 1/5 of Fixed{32}'s) is checked: the default length.
 pub const STEADY_SECONDS: f64 = 60.0;
+
+/// How an unmap returns its IOVA (Linux: `iommu.strict=1` or the lazy default).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Strict IOTLB invalidation: the IRQ CPU frees the item at once on its own slot.
+    Strict,
+    /// Lazy (flush queue), the unmap queued on the IRQ CPU that completed the I/O.
+    LazyIrq,
+    /// Lazy (flush queue), the unmap queued on the CPU that submitted the I/O (completion
+    /// steered back to the submitter, e.g. blk-mq `rq_affinity=2` or per-CPU queues).
+    LazySubmit,
+}
+
+impl Mode {
+    /// Whether unmaps go through the flush queue.
+    pub fn lazy(self) -> bool {
+        self != Mode::Strict
+    }
+
+    /// One line on what the mode does, for table headings and figure captions.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Mode::Strict => "strict: the IRQ CPU frees each IOVA at once on its own slot",
+            Mode::LazyIrq => {
+                "lazy: unmaps queued on the IRQ CPU's flush queue (full queue self-drains, 10 ms timer drains all on one CPU)"
+            }
+            Mode::LazySubmit => {
+                "lazy: unmaps queued on the submitting CPU's flush queue (full queue self-drains, 10 ms timer drains all on one CPU)"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = self
+            .to_possible_value()
+            .expect("no variant is skipped")
+            .get_name()
+            .to_owned();
+        f.write_str(&name)
+    }
+}
 
 /// The seed scenario: 256 vCPUs submit 4 KiB reads, 16 IRQ CPUs complete them in batches.
 #[derive(Parser, Debug, Clone)]
@@ -47,6 +92,23 @@ pub struct Scenario {
     /// is the one the checks use, the others are extra rows to compare intervals.
     #[arg(long, value_delimiter = ',', default_value = "2000")]
     pub working_set_ms: Vec<u64>,
+    /// The unmap modes to run, comma-separated; one table each.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "lazy-submit,lazy-irq,strict"
+    )]
+    pub modes: Vec<Mode>,
+    /// Lazy mode: ring slots of a CPU's flush queue (Linux: IOVA_FQ_SIZE; holds one less).
+    #[arg(long, default_value_t = 256)]
+    pub fq_size: usize,
+    /// Lazy mode: the flush timer's delay in simulated ms (Linux: IOVA_FQ_TIMEOUT).
+    #[arg(long, default_value_t = 10)]
+    pub fq_timeout_ms: u64,
+    /// The IOPS model's tree-lock capacities C, in millions of slow-path calls per second,
+    /// comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    pub lock_mcalls: Vec<f64>,
     /// Full magazines trimming leaves in a Dynamic depot [default: cpus].
     #[arg(long)]
     pub target: Option<usize>,
@@ -56,8 +118,9 @@ pub struct Scenario {
     /// Policies simulated at once [default: available parallelism].
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// Instead of the simulation: the same workload on N real OS threads, reporting
-    /// operations per second per policy.
+    /// Instead of the simulation: the same workload (strict mode) on N real OS threads,
+    /// reporting operations per second per policy, then the calls per second the IOVA
+    /// range tree's lock serves on N threads (the IOPS model's C on this machine).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Exit with status 1 unless the properties the README claims hold.
@@ -66,6 +129,24 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// The modes in run order, each once.
+    pub fn modes(&self) -> Vec<Mode> {
+        let mut modes = self.modes.clone();
+        let mut seen = Vec::new();
+        modes.retain(|m| {
+            let new = !seen.contains(m);
+            seen.push(*m);
+            new
+        });
+        modes
+    }
+
+    /// Whether the trim target is Linux's (`num_online_cpus()`): the properties that rely
+    /// on trimming never cutting below demand hold only then.
+    pub fn linux_target(&self) -> bool {
+        self.target() >= self.cpus
+    }
+
     /// The depot length trimming aims at.
     pub fn target(&self) -> usize {
         self.target.unwrap_or(self.cpus)
@@ -97,6 +178,9 @@ impl Scenario {
             ("--iops", self.iops as usize),
             ("--sample-ms", self.sample_ms as usize),
             ("--one-per-tick-ms", self.one_per_tick_ms as usize),
+            ("--fq-size", self.fq_size),
+            ("--fq-timeout-ms", self.fq_timeout_ms as usize),
+            ("--threads", self.threads.unwrap_or(1)),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{flag} must be at least 1"));
@@ -106,6 +190,12 @@ impl Scenario {
         }
         if !(self.seconds > 0.0 && self.idle_seconds >= 0.0) {
             return Err("--seconds must be positive and --idle-seconds not negative".into());
+        }
+        if self.modes.is_empty() {
+            return Err("--modes needs at least one of strict, lazy-irq, lazy-submit".into());
+        }
+        if self.lock_mcalls.is_empty() || !self.lock_mcalls.iter().all(|&c| c > 0.0) {
+            return Err("--lock-mcalls needs positive capacities".into());
         }
         if !(0.0..100.0).contains(&self.warmup_percent) {
             return Err("--warmup-percent must be in [0, 100)".into());

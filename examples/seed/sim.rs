@@ -1,5 +1,5 @@
-//! The deterministic simulation of one policy: one thread drives the real `Cache` for
-//! every virtual CPU, on a simulated clock (completed I/Os / IOPS).
+//! The deterministic simulation of one policy in one unmap mode: one thread drives the
+//! real `Cache` for every virtual CPU, on a simulated clock (completed I/Os / IOPS).
 
 use std::time::{Duration, Instant};
 
@@ -9,9 +9,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::contender::Contender;
-use crate::scenario::Scenario;
+use crate::flush::{FlushCounts, FlushQueues};
+use crate::scenario::{Mode, Scenario};
 use crate::source::{CountingIds, SlowPath};
-use crate::workload::{irq_cpus, IrqGroup};
+use crate::workload::{irq_cpus, IrqGroup, Unmap};
 
 /// Which part of the run a sample belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,15 +26,22 @@ pub enum Phase {
 pub struct Sample {
     pub ns: u64,
     pub phase: Phase,
+    /// Full magazines in the depot at the sample's instant.
     pub depot_full: usize,
+    /// The most full magazines seen since the previous sample: at this sample and right
+    /// after every flush-queue timer drain in between (the lazy mode's spikes).
+    pub depot_full_max: usize,
     pub depot_empty: usize,
     pub cached: usize,
+    /// Items unmapped and waiting in the flush queues (lazy mode).
+    pub queued: usize,
     pub slow: SlowPath,
 }
 
 /// What one policy did.
 #[derive(Clone, Debug)]
 pub struct Outcome {
+    pub mode: Mode,
     pub contender: Contender,
     /// I/Os after the warm-up, and the slow-path calls they caused.
     pub counted_ios: u64,
@@ -42,7 +50,11 @@ pub struct Outcome {
     pub load_slow: SlowPath,
     /// The most full magazines the depot held during the load.
     pub depot_peak: usize,
-    /// Items in the slots and the depot once the load stopped and its I/Os completed.
+    /// The most full magazines the depot held during the whole run: the load, the
+    /// completion of the last in-flight I/Os, and the idle phase.
+    pub depot_peak_run: usize,
+    /// Items in the slots, the depot and the flush queues once the load stopped and its
+    /// I/Os completed.
     pub held_at_load_end: usize,
     pub held_after_idle: usize,
     /// Simulated time from the end of the load until the depot was at its target; `None`
@@ -52,6 +64,8 @@ pub struct Outcome {
     pub load_end_ns: u64,
     pub wall: Duration,
     pub samples: Vec<Sample>,
+    /// What the flush queues did (all zero in strict mode).
+    pub flush: FlushCounts,
     /// Disagreements between the source's own counts and the cache's `Stats`.
     pub audit: Vec<String>,
 }
@@ -65,6 +79,11 @@ impl Outcome {
     /// Slow-path frees per 1000 counted I/Os.
     pub fn frees_per_k(&self) -> f64 {
         per_k(self.counted_slow.frees, self.counted_ios)
+    }
+
+    /// Slow-path calls (allocs + frees) per counted I/O.
+    pub fn slow_calls_per_io(&self) -> f64 {
+        (self.counted_slow.allocs + self.counted_slow.frees) as f64 / self.counted_ios.max(1) as f64
     }
 }
 
@@ -97,18 +116,60 @@ impl Every {
     }
 }
 
+/// Where a completed I/O's item goes: straight back to the cache, or into a flush queue.
+struct Unmapper {
+    mode: Mode,
+    queues: Option<FlushQueues<u32>>,
+}
+
+impl Unmapper {
+    fn new(scenario: &Scenario, mode: Mode) -> Self {
+        Unmapper {
+            mode,
+            queues: mode.lazy().then(|| {
+                FlushQueues::new(
+                    scenario.cpus,
+                    scenario.fq_size,
+                    scenario.fq_timeout_ms * 1_000_000,
+                )
+            }),
+        }
+    }
+
+    /// The unmap of a completed I/O at simulated time `now_ns`.
+    fn unmap(&mut self, cache: &Cache<CountingIds>, io: Unmap<u32>, now_ns: u64) {
+        match (self.mode, &mut self.queues) {
+            (Mode::LazyIrq, Some(queues)) => queues.queue(cache, io.irq, io.item, now_ns),
+            (Mode::LazySubmit, Some(queues)) => queues.queue(cache, io.vcpu, io.item, now_ns),
+            _ => cache.free_on(io.irq, io.item),
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.queues.as_ref().map_or(0, FlushQueues::queued)
+    }
+}
+
 /// The simulation of one policy in progress.
 struct Run<'a> {
     scenario: &'a Scenario,
     contender: &'a Contender,
     cache: Cache<CountingIds>,
+    unmapper: Unmapper,
     trims: Option<Every>,
     sampler: Every,
     samples: Vec<Sample>,
+    /// The most full magazines seen since the last sample.
+    depot_max: usize,
 }
 
-/// Simulates `contender` on the scenario: the load, then the idle phase.
-pub fn simulate(scenario: &Scenario, contender: &Contender, bar: &ProgressBar) -> Outcome {
+/// Simulates `contender` on the scenario in `mode`: the load, then the idle phase.
+pub fn simulate(
+    scenario: &Scenario,
+    mode: Mode,
+    contender: &Contender,
+    bar: &ProgressBar,
+) -> Outcome {
     let started = Instant::now();
     // The bar was created with the others; its clock starts when this policy does.
     bar.reset_elapsed();
@@ -116,9 +177,11 @@ pub fn simulate(scenario: &Scenario, contender: &Contender, bar: &ProgressBar) -
         scenario,
         contender,
         cache: Cache::with_config(CountingIds::default(), contender.config(scenario)),
+        unmapper: Unmapper::new(scenario, mode),
         trims: contender.trim_every_ms.map(|ms| Every::new(ms * 1_000_000)),
         sampler: Every::new(scenario.sample_ms * 1_000_000),
         samples: Vec::new(),
+        depot_max: 0,
     };
     // The same seed for every policy: they all see the same completions in the same order
     // (the random draws never depend on the cache's state).
@@ -131,19 +194,26 @@ pub fn simulate(scenario: &Scenario, contender: &Contender, bar: &ProgressBar) -
     let load_end_ns = scenario.ns_at(done.ios);
     let depot_peak = run.cache.stats().depot_peak;
     // The load stops: the device completes what is in flight, nobody resubmits.
-    groups.iter_mut().for_each(|g| g.complete_all(&run.cache));
-    let held_at_load_end = run.cache.cached();
+    {
+        let (cache, unmapper) = (&run.cache, &mut run.unmapper);
+        for group in &mut groups {
+            group.complete_all(&mut |io| unmapper.unmap(cache, io, load_end_ns));
+        }
+    }
+    let held_at_load_end = run.cache.cached() + run.unmapper.queued();
     let back_to_target_ns = run.idle(load_end_ns);
-    let held_after_idle = run.cache.cached();
+    let held_after_idle = run.cache.cached() + run.unmapper.queued();
     bar.finish();
 
     let audit = run.audit(groups.iter().map(IrqGroup::in_flight).sum());
     Outcome {
+        mode,
         contender: contender.clone(),
         counted_ios: done.ios - warm.ios,
         counted_slow: done.slow.since(warm.slow),
         load_slow: done.slow,
         depot_peak,
+        depot_peak_run: run.cache.stats().depot_peak,
         held_at_load_end,
         held_after_idle,
         back_to_target_ns,
@@ -151,6 +221,11 @@ pub fn simulate(scenario: &Scenario, contender: &Contender, bar: &ProgressBar) -
         load_end_ns,
         wall: started.elapsed(),
         samples: run.samples,
+        flush: run
+            .unmapper
+            .queues
+            .as_ref()
+            .map_or_else(FlushCounts::default, FlushQueues::counts),
         audit,
     }
 }
@@ -184,7 +259,11 @@ impl Run<'_> {
         let mut done = 0;
         while done < total {
             let group = rng.random_range(0..groups.len());
-            done += groups[group].interrupt(&self.cache, rng, self.scenario.batch) as u64;
+            let now = self.scenario.ns_at(done);
+            let (cache, unmapper) = (&self.cache, &mut self.unmapper);
+            done += groups[group].interrupt(cache, rng, self.scenario.batch, &mut |io| {
+                unmapper.unmap(cache, io, now)
+            }) as u64;
             if warm.is_none() && done >= warmup {
                 warm = Some(self.mark(done));
             }
@@ -206,7 +285,16 @@ impl Run<'_> {
         let mut now = load_end_ns;
         while now < end_ns {
             let next_trim = self.trims.as_ref().map_or(u64::MAX, |t| t.next_ns);
-            now = next_trim.min(self.sampler.next_ns).min(end_ns);
+            let next_flush = self
+                .unmapper
+                .queues
+                .as_ref()
+                .and_then(FlushQueues::next_timer_ns)
+                .unwrap_or(u64::MAX);
+            now = next_trim
+                .min(next_flush)
+                .min(self.sampler.next_ns)
+                .min(end_ns);
             self.tick(now, Phase::Idle);
             if back.is_none() && self.cache.stats().depot_full <= target {
                 back = Some(now - load_end_ns);
@@ -215,8 +303,13 @@ impl Run<'_> {
         back
     }
 
-    /// Runs the trims and takes the samples due at `now`.
+    /// Runs the flush timer, the trims and takes the samples due at `now`.
     fn tick(&mut self, now_ns: u64, phase: Phase) {
+        if let Some(queues) = &mut self.unmapper.queues {
+            if queues.run_timer(&self.cache, now_ns) {
+                self.depot_max = self.depot_max.max(self.cache.stats().depot_full);
+            }
+        }
         if let Some(trims) = &mut self.trims {
             while trims.due(now_ns) {
                 self.cache.trim();
@@ -237,14 +330,17 @@ impl Run<'_> {
             ns: now_ns,
             phase,
             depot_full: stats.depot_full,
+            depot_full_max: self.depot_max.max(stats.depot_full),
             depot_empty: stats.depot_empty,
             cached: self.cache.cached(),
+            queued: self.unmapper.queued(),
             slow: self.cache.source().slow_path(),
         });
+        self.depot_max = 0;
     }
 
     /// Cross-checks the cache's `Stats` against the source's own counts, and conservation:
-    /// every item the source handed out is in flight or cached.
+    /// every item the source handed out is in flight, queued for a flush, or cached.
     fn audit(&self, in_flight: usize) -> Vec<String> {
         let stats = self.cache.stats();
         let seen = self.cache.source().slow_path();
@@ -255,10 +351,10 @@ impl Run<'_> {
                 stats.source_allocs, stats.source_frees, seen.allocs, seen.frees
             ));
         }
-        let held = (self.cache.cached() + in_flight) as u64;
+        let held = (self.cache.cached() + self.unmapper.queued() + in_flight) as u64;
         if held != seen.outstanding() {
             errors.push(format!(
-                "{} items outstanding at the source, {held} cached or in flight",
+                "{} items outstanding at the source, {held} cached, queued or in flight",
                 seen.outstanding()
             ));
         }

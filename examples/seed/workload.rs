@@ -1,5 +1,6 @@
-//! The I/O workload: vCPUs allocate an item per submitted I/O on their own slot, IRQ CPUs
-//! free the items of the I/Os they complete on theirs.
+//! The I/O workload: vCPUs allocate an item per submitted I/O on their own slot; the I/Os
+//! complete on IRQ CPUs, which hand each item to an unmap path (strict: freed at once on
+//! the IRQ CPU's slot; lazy: queued for a later IOTLB flush, see `flush.rs`).
 
 use magazine::{Cache, Source};
 use rand::seq::SliceRandom;
@@ -13,11 +14,19 @@ struct Io<T> {
     item: T,
 }
 
+/// A completed I/O's item on its way back: the IRQ CPU that completed it, the vCPU that
+/// submitted it, and the item.
+pub struct Unmap<T> {
+    pub irq: usize,
+    pub vcpu: usize,
+    pub item: T,
+}
+
 /// One IRQ CPU and the I/Os in flight of the vCPUs whose completions it handles.
 ///
 /// Every completion is followed by a resubmission from the same vCPU, so a group always
-/// has `vcpus x depth` I/Os pending and items only ever move from the IRQ CPU's slot,
-/// through the depot, to the vCPUs' slots: the imbalance of the seed report.
+/// has `vcpus x depth` I/Os pending. With strict unmaps items only ever move from the IRQ
+/// CPU's slot, through the depot, to the vCPUs' slots: the imbalance of the seed report.
 pub struct IrqGroup<T> {
     irq: usize,
     pending: Vec<Io<T>>,
@@ -49,22 +58,27 @@ impl<T> IrqGroup<T> {
         }
     }
 
-    /// One interrupt: completes between 1 and `batch` pending I/Os chosen uniformly, frees
-    /// their items on the IRQ CPU's slot, then each completed I/O's vCPU resubmits at once
-    /// (allocates on its own slot). Returns the number of I/Os completed.
+    /// One interrupt: completes between 1 and `batch` pending I/Os chosen uniformly, hands
+    /// their items to `unmap`, then each completed I/O's vCPU resubmits at once (allocates
+    /// on its own slot). Returns the number of I/Os completed.
     pub fn interrupt<S: Source<Item = T>>(
         &mut self,
         cache: &Cache<S>,
         rng: &mut impl Rng,
         batch: usize,
+        unmap: &mut impl FnMut(Unmap<T>),
     ) -> usize {
         let count = rng.random_range(1..=batch.min(self.pending.len()));
         // Moves `count` uniformly chosen I/Os to the end of `pending`.
         self.pending.partial_shuffle(rng, count);
         for _ in 0..count {
             let io = self.pending.pop().expect("count <= pending");
-            cache.free_on(self.irq, io.item);
             self.resubmit.push(io.vcpu);
+            unmap(Unmap {
+                irq: self.irq,
+                vcpu: io.vcpu,
+                item: io.item,
+            });
         }
         for vcpu in self.resubmit.drain(..) {
             let item = alloc(cache, vcpu);
@@ -74,9 +88,13 @@ impl<T> IrqGroup<T> {
     }
 
     /// The load stops: every pending I/O completes and nothing is resubmitted.
-    pub fn complete_all<S: Source<Item = T>>(&mut self, cache: &Cache<S>) {
+    pub fn complete_all(&mut self, unmap: &mut impl FnMut(Unmap<T>)) {
         for io in self.pending.drain(..) {
-            cache.free_on(self.irq, io.item);
+            unmap(Unmap {
+                irq: self.irq,
+                vcpu: io.vcpu,
+                item: io.item,
+            });
         }
     }
 
