@@ -61,7 +61,10 @@ fn reaper_last_arc_dropped_during_trim_reraises_the_drop_panic() {
     let cache = Arc::new(Cache::with_config(Arc::clone(&source), config));
     let ids: Vec<u32> = (0..12).map(|_| cache.alloc_on(0).unwrap()).collect();
     ids.into_iter().for_each(|id| cache.free_on(0, id));
-    assert!(cache.stats().depot_full >= 2, "a trim leaves items for the drop");
+    assert!(
+        cache.stats().depot_full >= 2,
+        "a trim leaves items for the drop"
+    );
 
     let reaper = cache.start_reaper(Duration::from_millis(1));
     source.gate.wait(); // the reaper's trim is inside the source
@@ -81,4 +84,40 @@ fn reaper_last_arc_dropped_during_trim_reraises_the_drop_panic() {
         .map(String::as_str)
         .or_else(|| payload.downcast_ref::<&str>().copied());
     assert_eq!(message, Some(DROP_PANIC));
+}
+
+/// The IOVA domain allocated fast-path misses from the tree itself, past each class's
+/// `ClassSource` (whose `Source::alloc` was dead code that would have created ranges
+/// nobody recorded): every class's `source_allocs` and `exhaustion_flushes` stayed 0. Now
+/// the class's source allocates on a miss and counts it, and counts the flushes its
+/// misses cause.
+#[cfg(feature = "iova")]
+#[test]
+fn iova_class_stats_count_tree_allocations_and_exhaustion_flushes() {
+    use magazine::iova::IovaDomain;
+
+    // pfns 1..=4 under the limit: four 1-page ranges fill the space.
+    let domain = IovaDomain::with_cpus(4096, 1, 2);
+    let limit = 4;
+    let pfns: Vec<u64> = (0..4)
+        .map(|_| domain.alloc_fast_on(0, 1, limit).unwrap())
+        .collect();
+    pfns.iter()
+        .for_each(|&pfn| domain.free_fast_on(0, pfn, 1).unwrap());
+    let stats = domain.stats();
+    assert_eq!(stats.rcaches[0].source_allocs, 4, "four misses of the 1-page class");
+    assert_eq!(stats.rcaches[0].free_hits, 4);
+
+    // A 2-page request on the other CPU: nothing cached in its class, the tree is full of
+    // cached 1-page ranges, so the miss flushes every cache and retries.
+    let pfn = domain.alloc_fast_on(1, 2, limit).unwrap();
+    assert_eq!(pfn, 2);
+    let stats = domain.stats();
+    assert_eq!(stats.exhaustion_flushes, 1);
+    assert_eq!(stats.rcaches[1].exhaustion_flushes, 1, "the 2-page class caused it");
+    assert_eq!(stats.rcaches[1].source_allocs, 1);
+    assert_eq!(stats.rcaches[0].exhaustion_flushes, 0);
+    assert_eq!(stats.rcaches[0].source_frees, 4, "the flush returned the cached pages");
+    domain.free_fast_on(1, pfn, 2).unwrap();
+    domain.check().unwrap();
 }

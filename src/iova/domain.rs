@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use super::error::{CheckError, IovaError};
 use super::live::{LiveTable, Take};
-use super::range::{Iova, Kind, RangeTree, Ranges};
+use super::range::Iova;
 use super::rcache::{order_of, ClassSource, IOVA_RANGE_CACHE_MAX_SIZE};
+use super::tree::{Kind, RangeTree, Ranges};
 use crate::{Cache, Config, DepotPolicy, Options, Stats, Trim};
 
 /// An IOVA allocator for one IOMMU domain, compatible with Linux's `drivers/iommu/iova.c`.
@@ -178,10 +179,7 @@ impl IovaDomain {
         let live = LiveTable::new(config.cpus);
         let rcaches = (0..IOVA_RANGE_CACHE_MAX_SIZE as u8)
             .map(|order| {
-                let source = ClassSource {
-                    ranges: Arc::clone(&ranges),
-                    order,
-                };
+                let source = ClassSource::new(Arc::clone(&ranges), order);
                 Cache::with_options(source, config.clone(), options.clone())
             })
             .collect();
@@ -272,16 +270,16 @@ impl IovaDomain {
     /// [`IovaError::DoubleFree`] for a fast-path range already freed into a magazine.
     pub fn free(&self, pfn: u64) -> Result<(), IovaError> {
         let mut tree = self.ranges.lock();
-        let (iova, kind) = tree.find(pfn).ok_or(IovaError::NotAllocated { pfn })?;
-        match kind {
-            Kind::Reserved => return Err(IovaError::Reserved { pfn, range: iova }),
-            // Lock order: the tree, then a live-table shard (the only nesting).
-            Kind::Fast if self.live.remove(iova.pfn_lo).is_none() => {
-                return Err(IovaError::DoubleFree { pfn });
+        match classify(&tree, pfn, None)? {
+            Freed::Allocation(iova) => tree.remove(iova.pfn_lo, Kind::Allocated),
+            Freed::Fast(iova) => {
+                // Lock order: the tree, then a live-table shard (the only nesting).
+                if self.live.remove(iova.pfn_lo).is_none() {
+                    return Err(IovaError::DoubleFree { pfn });
+                }
+                tree.remove(iova.pfn_lo, Kind::Fast)
             }
-            Kind::Fast | Kind::Allocated => {}
-        }
-        tree.remove(iova.pfn_lo, kind);
+        };
         Ok(())
     }
 
@@ -341,8 +339,13 @@ impl IovaDomain {
             return None;
         }
         let Some(order) = order_of(size) else {
+            let uncached = || {
+                self.ranges
+                    .lock()
+                    .alloc(size, limit_pfn, true, Kind::Allocated)
+            };
             return self
-                .alloc_tree_flushing(size, limit_pfn, Kind::Allocated)
+                .retry_after_flush(uncached, || {})
                 .map(|iova| iova.pfn_lo);
         };
         let size = 1u64 << order;
@@ -352,7 +355,9 @@ impl IovaDomain {
         let pfn = match cache.alloc_cached_where_on(cpu, fits) {
             Some(pfn) => pfn,
             None => {
-                self.alloc_tree_flushing(size, limit_pfn, Kind::Fast)?
+                let source = cache.source();
+                let miss = || source.alloc_below(limit_pfn);
+                self.retry_after_flush(miss, || source.count_exhaustion_flush())?
                     .pfn_lo
             }
         };
@@ -361,19 +366,25 @@ impl IovaDomain {
         Some(pfn)
     }
 
-    /// A size-aligned tree allocation; on exhaustion, flushes every cache and retries
-    /// once (Linux's `flush_rcache` retry).
-    fn alloc_tree_flushing(&self, size: u64, limit_pfn: u64, kind: Kind) -> Option<Iova> {
-        let first = self.ranges.lock().alloc(size, limit_pfn, true, kind);
-        match first {
+    /// Runs a tree allocation; when the tree has no space, flushes every cache back to
+    /// it, counts the flush (in the domain and through `count`, for the size class that
+    /// caused it) and runs the allocation once more (Linux's `flush_rcache` retry).
+    fn retry_after_flush(
+        &self,
+        alloc: impl Fn() -> Result<Iova, IovaError>,
+        count: impl FnOnce(),
+    ) -> Option<Iova> {
+        match alloc() {
             Ok(iova) => Some(iova),
             Err(IovaError::NoSpace) => {
                 self.exhaustion_flushes.fetch_add(1, Ordering::Relaxed);
+                count();
                 for cache in self.rcaches.iter() {
-                    // Never waits for another thread's slot (DESIGN.md invariant 3).
+                    // Skips slots other threads hold: never waits for another thread
+                    // (invariant 3, progress, in `crate::docs::design`).
                     cache.try_flush();
                 }
-                self.ranges.lock().alloc(size, limit_pfn, true, kind).ok()
+                alloc().ok()
             }
             Err(_) => None,
         }
@@ -412,14 +423,13 @@ impl IovaDomain {
                 self.rcaches[usize::from(order)].free_on(cpu, pfn);
                 Ok(())
             }
-            Take::OtherOrder(live) => Err(IovaError::SizeMismatch {
-                pfn,
-                size,
-                found: Iova {
+            Take::OtherOrder(live) => {
+                let found = Iova {
                     pfn_lo: pfn,
                     pfn_hi: pfn + (1u64 << live) - 1,
-                },
-            }),
+                };
+                Err(size_mismatch(pfn, size, found))
+            }
             Take::Absent => self.free_fast_untracked(cpu, pfn, size, order),
         }
     }
@@ -434,51 +444,38 @@ impl IovaDomain {
         order: u8,
     ) -> Result<(), IovaError> {
         let mut tree = self.ranges.lock();
-        let (iova, kind) = tree.find(pfn).ok_or(IovaError::NotAllocated { pfn })?;
-        let mismatch = IovaError::SizeMismatch {
-            pfn,
-            size,
-            found: iova,
+        let iova = match classify(&tree, pfn, Some(size))? {
+            // Not live (the live table said so), so in a magazine, or being handed out
+            // by a cache right now.
+            Freed::Fast(_) => return Err(IovaError::DoubleFree { pfn }),
+            Freed::Allocation(iova) => iova,
         };
-        match kind {
-            Kind::Reserved => Err(IovaError::Reserved { pfn, range: iova }),
-            _ if iova.pfn_lo != pfn => Err(mismatch),
-            // Not live, so in a magazine (or being handed out right now by a cache).
-            Kind::Fast => Err(IovaError::DoubleFree { pfn }),
-            Kind::Allocated => {
-                let class_size = 1u64 << order;
-                if iova.size() == class_size && pfn % class_size == 0 {
-                    // Exactly what `alloc_fast` would have handed out: cache it.
-                    tree.set_kind(pfn, Kind::Fast);
-                    drop(tree);
-                    self.rcaches[usize::from(order)].free_on(cpu, pfn);
-                    Ok(())
-                } else if order_of(iova.size()) == Some(order) {
-                    // Same class but not cacheable as is (e.g. 3 pages, or unaligned).
-                    tree.remove(pfn, Kind::Allocated);
-                    Ok(())
-                } else {
-                    Err(mismatch)
-                }
-            }
+        let class_size = 1u64 << order;
+        if iova.size() == class_size && pfn % class_size == 0 {
+            // Exactly what `alloc_fast` would have handed out: cache it.
+            tree.set_kind(pfn, Kind::Fast);
+            drop(tree);
+            self.rcaches[usize::from(order)].free_on(cpu, pfn);
+            Ok(())
+        } else if order_of(iova.size()) == Some(order) {
+            // Same class but not cacheable as is (e.g. 3 pages, or unaligned).
+            tree.remove(pfn, Kind::Allocated);
+            Ok(())
+        } else {
+            Err(size_mismatch(pfn, size, iova))
         }
     }
 
     /// `free_fast` of a size over the largest class: an exact tree free.
     fn free_uncached(&self, pfn: u64, size: u64) -> Result<(), IovaError> {
         let mut tree = self.ranges.lock();
-        let (iova, kind) = tree.find(pfn).ok_or(IovaError::NotAllocated { pfn })?;
-        match kind {
-            Kind::Reserved => Err(IovaError::Reserved { pfn, range: iova }),
-            Kind::Allocated if iova.pfn_lo == pfn && iova.size() == size => {
+        match classify(&tree, pfn, Some(size))? {
+            Freed::Allocation(iova) if iova.size() == size => {
                 tree.remove(pfn, Kind::Allocated);
                 Ok(())
             }
-            Kind::Allocated | Kind::Fast => Err(IovaError::SizeMismatch {
-                pfn,
-                size,
-                found: iova,
-            }),
+            // A fast range is freed by its class size, never as an uncached size.
+            Freed::Allocation(found) | Freed::Fast(found) => Err(size_mismatch(pfn, size, found)),
         }
     }
 
@@ -515,7 +512,11 @@ impl IovaDomain {
 
     /// A snapshot of the counters. Takes the tree lock and walks the tree.
     pub fn stats(&self) -> IovaStats {
-        let rcaches = self.rcaches.iter().map(|cache| cache.stats()).collect();
+        let rcaches = self
+            .rcaches
+            .iter()
+            .map(|cache| cache.source().complete(cache.stats()))
+            .collect();
         let fast_in_use = self.live.len();
         let tree = self.ranges.lock();
         let mut stats = IovaStats {
@@ -596,6 +597,45 @@ impl IovaDomain {
         }
         Ok(())
     }
+}
+
+/// What the tree holds at a pfn given to a free, once the pfns nobody may free are
+/// refused.
+enum Freed {
+    /// A range from [`IovaDomain::alloc`] (or an uncached `alloc_fast`).
+    Allocation(Iova),
+    /// A fast-path range: in a caller's hands or in a magazine, which only the live table
+    /// tells apart.
+    Fast(Iova),
+}
+
+/// The one decision table of the free paths ([`IovaDomain::free`] and the three behind
+/// [`IovaDomain::free_fast`]), so that they agree on what is an error:
+///
+/// | the tree holds at `pfn`                           | result                   |
+/// |---------------------------------------------------|--------------------------|
+/// | no range                                          | `Err(NotAllocated)`      |
+/// | a reserved range                                  | `Err(Reserved)`          |
+/// | a range not starting at `pfn`, and `size` is given | `Err(SizeMismatch)`     |
+/// | an allocation                                     | `Ok(Freed::Allocation)`  |
+/// | a fast-path range                                 | `Ok(Freed::Fast)`        |
+///
+/// `size` is the size a `free_fast` names its range by (its first pfn and size); `free`
+/// names a range by any pfn in it and passes `None`. What a path then does with an
+/// allocation or a fast range (cache it, remove it, or refuse a size or a double free)
+/// is its own.
+fn classify(tree: &RangeTree, pfn: u64, size: Option<u64>) -> Result<Freed, IovaError> {
+    let (iova, kind) = tree.find(pfn).ok_or(IovaError::NotAllocated { pfn })?;
+    match (kind, size) {
+        (Kind::Reserved, _) => Err(IovaError::Reserved { pfn, range: iova }),
+        (_, Some(size)) if iova.pfn_lo != pfn => Err(size_mismatch(pfn, size, iova)),
+        (Kind::Allocated, _) => Ok(Freed::Allocation(iova)),
+        (Kind::Fast, _) => Ok(Freed::Fast(iova)),
+    }
+}
+
+fn size_mismatch(pfn: u64, size: u64, found: Iova) -> IovaError {
+    IovaError::SizeMismatch { pfn, size, found }
 }
 
 impl fmt::Debug for IovaDomain {

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::Iova;
+use super::range::Iova;
 
 /// Why an [`IovaDomain`](super::IovaDomain) operation refused to act.
 ///

@@ -57,6 +57,7 @@ mod error;
 mod live;
 mod range;
 mod rcache;
+mod tree;
 
 pub use domain::{IovaDomain, IovaStats};
 pub use error::{CheckError, IovaError};

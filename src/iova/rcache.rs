@@ -1,10 +1,13 @@
 //! Size classes and the source behind each class's cache: how the magazines hand ranges
 //! back to the shared range tree.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::range::{Kind, Ranges, ANCHOR};
-use crate::Source;
+use super::error::IovaError;
+use super::range::Iova;
+use super::tree::{Kind, Ranges};
+use crate::{Source, Stats};
 
 /// Number of cached size classes: ranges of 1, 2, 4, ..., 32 pages are cached, larger
 /// ones are not (Linux `IOVA_RANGE_CACHE_MAX_SIZE`, the log of the largest cached size
@@ -21,22 +24,70 @@ pub(crate) fn order_of(size: u64) -> Option<u8> {
 /// The source of one size class's [`Cache`](crate::Cache): an `Arc` of the shared range
 /// tree plus the class's order. Each class's cache owns one; all of them (and the
 /// domain) share the tree, so a magazine flushed from any cache lands in the same tree.
+///
+/// The cache only ever *returns* ranges through it ([`Source::free_batch`]). Allocation
+/// needs the caller's `limit_pfn`, which [`Source::alloc`] cannot carry, so the domain
+/// never lets a class's cache allocate: it takes cached pfns with `alloc_cached_where`,
+/// and on a miss allocates through [`alloc_below`](Self::alloc_below), which counts the
+/// allocation here so that the class's [`Stats::source_allocs`](crate::Stats) mean what
+/// they say.
 pub(crate) struct ClassSource {
-    pub(crate) ranges: Arc<Ranges>,
-    pub(crate) order: u8,
+    ranges: Arc<Ranges>,
+    order: u8,
+    /// Ranges of this class the tree allocated on fast-path misses.
+    allocs: AtomicU64,
+    /// Times a miss of this class found the tree full and flushed every cache.
+    exhaustion_flushes: AtomicU64,
+}
+
+impl ClassSource {
+    pub(crate) fn new(ranges: Arc<Ranges>, order: u8) -> Self {
+        Self {
+            ranges,
+            order,
+            allocs: AtomicU64::new(0),
+            exhaustion_flushes: AtomicU64::new(0),
+        }
+    }
+
+    /// A size-aligned range of this class ending at or below `limit_pfn`, for a pfn the
+    /// caller will hand out (and record as live): the fast path's miss.
+    pub(crate) fn alloc_below(&self, limit_pfn: u64) -> Result<Iova, IovaError> {
+        let size = 1u64 << self.order;
+        let iova = self
+            .ranges
+            .lock()
+            .alloc(size, limit_pfn, true, Kind::Fast)?;
+        self.allocs.fetch_add(1, Ordering::Relaxed);
+        Ok(iova)
+    }
+
+    /// Counts a flush of every cache that a miss of this class caused.
+    pub(crate) fn count_exhaustion_flush(&self) {
+        self.exhaustion_flushes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The class's cache counters with the slow-path figures only this source knows.
+    pub(crate) fn complete(&self, mut stats: Stats) -> Stats {
+        stats.source_allocs = self.allocs.load(Ordering::Relaxed);
+        stats.exhaustion_flushes = self.exhaustion_flushes.load(Ordering::Relaxed);
+        stats
+    }
 }
 
 impl Source for ClassSource {
     type Item = u64;
 
-    /// A size-aligned range of the class anywhere in the space. The domain never relies
-    /// on it: it pops cached pfns with `alloc_cached_where` and calls the tree itself
-    /// with the caller's `limit_pfn`, which this signature cannot carry.
+    /// Never allocates. A range from here would reach whoever called the cache's `alloc`
+    /// without being recorded as live, and [`IovaDomain::check`] would count it in the
+    /// tree but nowhere else; the domain allocates through
+    /// [`alloc_below`](ClassSource::alloc_below) instead. (Were a class's `Cache::alloc`
+    /// called, this `None` would make it flush the class and return `None`: a miss, not a
+    /// corrupted domain.)
+    ///
+    /// [`IovaDomain::check`]: super::IovaDomain::check
     fn alloc(&self) -> Option<u64> {
-        let size = 1u64 << self.order;
-        let mut tree = self.ranges.lock();
-        let iova = tree.alloc(size, ANCHOR - 1, true, Kind::Fast).ok()?;
-        Some(iova.pfn_lo)
+        None
     }
 
     /// Removes a magazine's worth of ranges from the tree under one lock acquisition
@@ -54,6 +105,18 @@ impl Source for ClassSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::iova::tree::RangeTree;
+
+    #[test]
+    fn the_class_source_never_allocates_and_counts_the_domains_allocations() {
+        let ranges = Arc::new(Ranges::new(RangeTree::new(1, 0x100)));
+        let source = ClassSource::new(Arc::clone(&ranges), 2);
+        assert_eq!(Source::alloc(&source), None);
+        assert_eq!(ranges.lock().ranges().count(), 0, "the tree is untouched");
+        let iova = source.alloc_below(0xff).unwrap();
+        assert_eq!((iova.pfn_lo, iova.size()), (0xfc, 4));
+        assert_eq!(source.complete(Stats::default()).source_allocs, 1);
+    }
 
     #[test]
     fn sizes_round_up_to_their_class() {
