@@ -105,7 +105,10 @@ fn iova_class_stats_count_tree_allocations_and_exhaustion_flushes() {
     pfns.iter()
         .for_each(|&pfn| domain.free_fast_on(0, pfn, 1).unwrap());
     let stats = domain.stats();
-    assert_eq!(stats.rcaches[0].source_allocs, 4, "four misses of the 1-page class");
+    assert_eq!(
+        stats.rcaches[0].source_allocs, 4,
+        "four misses of the 1-page class"
+    );
     assert_eq!(stats.rcaches[0].free_hits, 4);
 
     // A 2-page request on the other CPU: nothing cached in its class, the tree is full of
@@ -114,10 +117,16 @@ fn iova_class_stats_count_tree_allocations_and_exhaustion_flushes() {
     assert_eq!(pfn, 2);
     let stats = domain.stats();
     assert_eq!(stats.exhaustion_flushes, 1);
-    assert_eq!(stats.rcaches[1].exhaustion_flushes, 1, "the 2-page class caused it");
+    assert_eq!(
+        stats.rcaches[1].exhaustion_flushes, 1,
+        "the 2-page class caused it"
+    );
     assert_eq!(stats.rcaches[1].source_allocs, 1);
     assert_eq!(stats.rcaches[0].exhaustion_flushes, 0);
-    assert_eq!(stats.rcaches[0].source_frees, 4, "the flush returned the cached pages");
+    assert_eq!(
+        stats.rcaches[0].source_frees, 4,
+        "the flush returned the cached pages"
+    );
     domain.free_fast_on(1, pfn, 2).unwrap();
     domain.check().unwrap();
 }

@@ -93,6 +93,9 @@ pub struct IovaDomain {
 #[non_exhaustive]
 pub struct IovaStats {
     /// The counters of each size class's cache; index = order (1, 2, 4, ... pages).
+    /// A class's `source_allocs` counts the ranges the tree allocated for its fast-path
+    /// misses, `exhaustion_flushes` the flushes its misses caused, and `source_frees` the
+    /// cached ranges its magazines returned to the tree.
     pub rcaches: Vec<Stats>,
     /// Ranges the tree allocated (slow path, and fast-path misses).
     pub tree_allocs: u64,
@@ -104,7 +107,8 @@ pub struct IovaStats {
     pub early_failures: u64,
     /// Searches that needed Linux's second pass above the cached node.
     pub retry_searches: u64,
-    /// Times an exhausted `alloc_fast` flushed every cache and retried.
+    /// Times an exhausted `alloc_fast` flushed every cache and retried (all size
+    /// classes, and sizes over the largest class).
     pub exhaustion_flushes: u64,
     /// Allocated ranges in the tree, cached ones included.
     pub allocated_ranges: usize,
@@ -126,6 +130,13 @@ impl IovaDomain {
     /// # Panics
     ///
     /// If `granule` is not a power of two.
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1); // 4 KiB pages; pfn 0 is never handed out
+    /// assert_eq!(domain.granule(), 4096);
+    /// assert_eq!(domain.dma_32bit_pfn(), 1 << 20, "4 GiB in 4 KiB pages");
+    /// ```
     pub fn new(granule: u64, start_pfn: u64) -> Self {
         Self::with_config(granule, start_pfn, Config::default())
     }
@@ -136,6 +147,12 @@ impl IovaDomain {
     /// # Panics
     ///
     /// If `granule` is not a power of two or `cpus` is 0.
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::with_cpus(4096, 1, 4);
+    /// assert_eq!(domain.config().cpus, 4);
+    /// ```
     pub fn with_cpus(granule: u64, start_pfn: u64, cpus: usize) -> Self {
         let config = Config {
             cpus,
@@ -156,6 +173,16 @@ impl IovaDomain {
     ///
     /// If `granule` is not a power of two, or `config.magazine_size` or `config.cpus`
     /// is 0.
+    ///
+    /// ```
+    /// use magazine::{Config, DepotPolicy};
+    /// use magazine::iova::IovaDomain;
+    ///
+    /// // Linux <= 6.6: 32 full magazines of 127 pfns per size class.
+    /// let config = Config { depot: DepotPolicy::Fixed { max_full: 32 }, ..Config::default() };
+    /// let domain = IovaDomain::with_config(4096, 1, config);
+    /// assert_eq!(domain.config().magazine_size, 127);
+    /// ```
     pub fn with_config(granule: u64, start_pfn: u64, config: Config) -> Self {
         Self::with_options(granule, start_pfn, config, Options::default())
     }
@@ -167,6 +194,18 @@ impl IovaDomain {
     /// # Panics
     ///
     /// As [`with_config`](Self::with_config).
+    ///
+    /// ```
+    /// use magazine::{Config, Options};
+    /// use magazine::iova::IovaDomain;
+    ///
+    /// let mut options = Options::default();
+    /// options.current_cpu = Some(|| 0); // every thread uses slot 0
+    /// let domain = IovaDomain::with_options(4096, 1, Config::default(), options);
+    /// let pfn = domain.alloc_fast(1, u64::MAX).unwrap();
+    /// domain.free_fast(pfn, 1).unwrap();
+    /// assert_eq!(domain.stats().rcaches[0].free_hits, 1);
+    /// ```
     pub fn with_options(granule: u64, start_pfn: u64, config: Config, options: Options) -> Self {
         assert!(
             granule.is_power_of_two(),
@@ -218,6 +257,14 @@ impl IovaDomain {
     }
 
     /// The bus address of `pfn` (Linux `iova_dma_addr`).
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1);
+    /// assert_eq!(domain.dma_addr(0x10), 0x10000);
+    /// assert_eq!(domain.pfn(0x10fff), 0x10);
+    /// assert_eq!(domain.pages(4097), 2);
+    /// ```
     pub fn dma_addr(&self, pfn: u64) -> u64 {
         pfn << self.shift
     }
@@ -238,11 +285,33 @@ impl IovaDomain {
     /// range fits; [`try_alloc`](Self::try_alloc) says which. Does not flush the caches
     /// (as Linux); [`alloc_fast`](Self::alloc_fast) does. A limit of `u64::MAX` means
     /// the whole space (the anchor pfn `u64::MAX` itself is never allocated).
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let iova = domain.alloc(3, 0xff, false).unwrap();
+    /// assert_eq!((iova.pfn_lo, iova.pfn_hi), (0xfd, 0xff), "top-down below the limit");
+    /// let aligned = domain.alloc(3, 0xff, true).unwrap();
+    /// assert_eq!(aligned.pfn_lo % 4, 0, "aligned to 3 rounded up to 4");
+    /// assert_eq!(domain.alloc(0, 0xff, false), None);
+    /// ```
     pub fn alloc(&self, size: u64, limit_pfn: u64, size_aligned: bool) -> Option<Iova> {
         self.try_alloc(size, limit_pfn, size_aligned).ok()
     }
 
     /// [`alloc`](Self::alloc), saying why it failed.
+    ///
+    /// ```
+    /// use magazine::iova::IovaError;
+    /// use magazine::iova::IovaDomain;
+    ///
+    /// let domain = IovaDomain::new(4096, 1);
+    /// assert_eq!(domain.try_alloc(0, 0xff, false), Err(IovaError::ZeroSize));
+    /// assert_eq!(
+    ///     domain.try_alloc(300, 0xff, false),
+    ///     Err(IovaError::TooLarge { size: 300, space: 0xff })
+    /// );
+    /// ```
     pub fn try_alloc(
         &self,
         size: u64,
@@ -256,6 +325,14 @@ impl IovaDomain {
 
     /// The range containing `pfn`: allocated (cached ones too, as in Linux) or reserved.
     /// Linux `find_iova`.
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let iova = domain.alloc(4, 0xff, false).unwrap();
+    /// assert_eq!(domain.find(iova.pfn_lo + 2), Some(iova));
+    /// assert_eq!(domain.find(iova.pfn_lo - 1), None);
+    /// ```
     pub fn find(&self, pfn: u64) -> Option<Iova> {
         self.ranges.lock().find(pfn).map(|(iova, _)| iova)
     }
@@ -268,6 +345,16 @@ impl IovaDomain {
     /// [`IovaError::NotAllocated`] if no allocation contains `pfn` (never allocated, or
     /// freed already), [`IovaError::Reserved`] for a reserved range,
     /// [`IovaError::DoubleFree`] for a fast-path range already freed into a magazine.
+    ///
+    /// ```
+    /// use magazine::iova::IovaError;
+    /// use magazine::iova::IovaDomain;
+    ///
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let iova = domain.alloc(4, 0xff, false).unwrap();
+    /// domain.free(iova.pfn_lo + 1).unwrap(); // any pfn of the range frees it
+    /// assert_eq!(domain.free(iova.pfn_lo), Err(IovaError::NotAllocated { pfn: iova.pfn_lo }));
+    /// ```
     pub fn free(&self, pfn: u64) -> Result<(), IovaError> {
         let mut tree = self.ranges.lock();
         match classify(&tree, pfn, None)? {
@@ -292,6 +379,17 @@ impl IovaDomain {
     ///
     /// [`IovaError::InvalidRange`] if `pfn_lo > pfn_hi` or `pfn_hi == u64::MAX`;
     /// [`IovaError::Overlap`] if an allocation in a caller's hands overlaps the range.
+    ///
+    /// ```
+    /// use magazine::iova::IovaError;
+    /// use magazine::iova::IovaDomain;
+    ///
+    /// let domain = IovaDomain::new(4096, 1);
+    /// domain.reserve(0xf0, 0xff).unwrap(); // e.g. an MSI window
+    /// let iova = domain.alloc(1, 0xff, false).unwrap();
+    /// assert_eq!(iova.pfn_lo, 0xef, "allocations avoid the reserved window");
+    /// assert_eq!(domain.reserve(0xe0, 0xef), Err(IovaError::Overlap { allocated: iova }));
+    /// ```
     pub fn reserve(&self, pfn_lo: u64, pfn_hi: u64) -> Result<(), IovaError> {
         let mut tree = self.ranges.lock();
         match tree.reserve(pfn_lo, pfn_hi) {
@@ -328,12 +426,31 @@ impl IovaDomain {
     /// it (skipping slots other threads are working on) and the allocation is retried
     /// once. `None` on bad input (size 0, limit below `start_pfn`, size larger than the
     /// space) or when nothing fits even then.
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let limit = domain.dma_32bit_pfn() - 1;
+    /// let pfn = domain.alloc_fast(3, limit).unwrap(); // 3 pages round up to 4
+    /// assert_eq!(pfn % 4, 0);
+    /// assert!(pfn + 3 <= limit);
+    /// domain.free_fast(pfn, 3).unwrap();
+    /// ```
     pub fn alloc_fast(&self, size: u64, limit_pfn: u64) -> Option<u64> {
         self.alloc_fast_on((self.current_cpu)(), size, limit_pfn)
     }
 
     /// [`alloc_fast`](Self::alloc_fast) on the slot of `cpu` (modulo
     /// [`Config::cpus`]), for pinned threads and simulators.
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let pfn = domain.alloc_fast_on(0, 1, u64::MAX).unwrap();
+    /// domain.free_fast_on(0, pfn, 1).unwrap();
+    /// assert_eq!(domain.alloc_fast_on(0, 1, u64::MAX), Some(pfn), "from slot 0's magazine");
+    /// assert_eq!(domain.alloc_fast_on(0, 1, pfn - 1).map(|p| p < pfn), Some(true), "under the limit");
+    /// ```
     pub fn alloc_fast_on(&self, cpu: usize, size: u64, limit_pfn: u64) -> Option<u64> {
         if size == 0 {
             return None;
@@ -406,11 +523,31 @@ impl IovaDomain {
     /// does not start there or is of another size class; [`IovaError::DoubleFree`] if it
     /// was freed into a magazine already; [`IovaError::NotAllocated`] and
     /// [`IovaError::Reserved`] as for [`free`](Self::free).
+    ///
+    /// ```
+    /// use magazine::iova::IovaError;
+    /// use magazine::iova::IovaDomain;
+    ///
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let pfn = domain.alloc_fast(2, u64::MAX).unwrap();
+    /// assert!(matches!(domain.free_fast(pfn, 8), Err(IovaError::SizeMismatch { .. })));
+    /// domain.free_fast(pfn, 2).unwrap();
+    /// assert_eq!(domain.free_fast(pfn, 2), Err(IovaError::DoubleFree { pfn }));
+    /// ```
     pub fn free_fast(&self, pfn: u64, size: u64) -> Result<(), IovaError> {
         self.free_fast_on((self.current_cpu)(), pfn, size)
     }
 
     /// [`free_fast`](Self::free_fast) on the slot of `cpu` (modulo [`Config::cpus`]).
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1);
+    /// // Allocated on CPU 0, completed (freed) on CPU 1, as an IRQ on another CPU does.
+    /// let pfn = domain.alloc_fast_on(0, 1, u64::MAX).unwrap();
+    /// domain.free_fast_on(1, pfn, 1).unwrap();
+    /// assert_eq!(domain.alloc_fast_on(1, 1, u64::MAX), Some(pfn));
+    /// ```
     pub fn free_fast_on(&self, cpu: usize, pfn: u64, size: u64) -> Result<(), IovaError> {
         if size == 0 {
             return Err(IovaError::ZeroSize);
@@ -482,6 +619,16 @@ impl IovaDomain {
     /// Returns the pfns cached on `cpu`'s slot of every size class to the tree, as Linux
     /// does when a CPU goes offline (`free_cpu_cached_iovas`). Waits for a thread working
     /// on that slot.
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let pfn = domain.alloc_fast_on(0, 1, u64::MAX).unwrap();
+    /// domain.free_fast_on(0, pfn, 1).unwrap();
+    /// assert_eq!(domain.find(pfn).map(|iova| iova.pfn_lo), Some(pfn), "cached ranges stay allocated");
+    /// domain.flush_cpu(0); // CPU 0 goes offline
+    /// assert_eq!(domain.find(pfn), None, "back in the tree's free space");
+    /// ```
     pub fn flush_cpu(&self, cpu: usize) {
         for cache in self.rcaches.iter() {
             cache.flush_cpu(cpu);
@@ -490,6 +637,15 @@ impl IovaDomain {
 
     /// Returns every cached pfn of every size class to the tree (Linux
     /// `free_cpu_cached_iovas` on every CPU, then `free_global_cached_iovas`).
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let pfn = domain.alloc_fast_on(0, 1, u64::MAX).unwrap();
+    /// domain.free_fast_on(0, pfn, 1).unwrap();
+    /// domain.flush();
+    /// assert_eq!(domain.stats().allocated_ranges, 0);
+    /// ```
     pub fn flush(&self) {
         for cache in self.rcaches.iter() {
             cache.flush();
@@ -498,6 +654,20 @@ impl IovaDomain {
 
     /// One trim step of every size class's depot (see [`Cache::trim`]); returns the
     /// number of magazines released. Call it periodically: the domain starts no thread.
+    ///
+    /// ```
+    /// use magazine::{Config, DepotPolicy, Trim};
+    /// use magazine::iova::IovaDomain;
+    ///
+    /// // One CPU slot, magazines of 2 pfns, a depot trimmed by working set down to 0.
+    /// let depot = DepotPolicy::Dynamic { target: 0, trim: Trim::WorkingSet };
+    /// let config = Config { magazine_size: 2, cpus: 1, depot };
+    /// let domain = IovaDomain::with_config(4096, 1, config);
+    /// let pfns: Vec<u64> = (0..8).map(|_| domain.alloc_fast_on(0, 1, u64::MAX).unwrap()).collect();
+    /// pfns.iter().for_each(|&pfn| domain.free_fast_on(0, pfn, 1).unwrap());
+    /// domain.trim(); // starts the first interval
+    /// assert!(domain.trim() > 0, "magazines idle for a whole interval go back to the tree");
+    /// ```
     pub fn trim(&self) -> usize {
         self.rcaches.iter().map(|cache| cache.trim()).sum()
     }
@@ -506,11 +676,29 @@ impl IovaDomain {
     /// `cached32_node` for limits below [`dma_32bit_pfn`](Self::dma_32bit_pfn)); `None`
     /// is the anchor above the space. The search takes the highest fit below this range,
     /// else the highest fit between it and the limit. For tests and tracing.
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1);
+    /// assert_eq!(domain.cached_node(0xff), None, "the anchor: nothing allocated yet");
+    /// let iova = domain.alloc(1, 0xff, false).unwrap();
+    /// assert_eq!(domain.cached_node(0xff), Some(iova));
+    /// ```
     pub fn cached_node(&self, limit_pfn: u64) -> Option<Iova> {
         self.ranges.lock().cached_node(limit_pfn)
     }
 
     /// A snapshot of the counters. Takes the tree lock and walks the tree.
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let iova = domain.alloc(4, 0xff, false).unwrap();
+    /// let stats = domain.stats();
+    /// assert_eq!((stats.tree_allocs, stats.allocated_pages), (1, 4));
+    /// domain.free(iova.pfn_lo).unwrap();
+    /// assert_eq!(domain.stats().tree_frees, 1);
+    /// ```
     pub fn stats(&self) -> IovaStats {
         let rcaches = self
             .rcaches
@@ -554,6 +742,15 @@ impl IovaDomain {
     /// # Errors
     ///
     /// A [`CheckError`] describing the first inconsistency found.
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let pfn = domain.alloc_fast_on(0, 1, u64::MAX).unwrap();
+    /// domain.check().unwrap(); // one range in a caller's hands
+    /// domain.free_fast_on(0, pfn, 1).unwrap();
+    /// domain.check().unwrap(); // one in a magazine
+    /// ```
     pub fn check(&self) -> Result<(), CheckError> {
         let cached: Vec<usize> = self.rcaches.iter().map(|cache| cache.cached()).collect();
         let tree = self.ranges.lock();
