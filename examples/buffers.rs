@@ -66,9 +66,11 @@ fn main() {
         cache.stats().depot_full
     );
 
-    // Back to the steady state; trim every "tick". The first trim releases nothing: the
-    // burst arrived during its interval, so no magazine sat unused for a whole interval.
-    // The second releases everything above the target that the steady state never touched.
+    // Back to the steady state; trim every "tick" (in a real program every 2 s, the
+    // interval for a WorkingSet depot: its working-set window). The first trim releases
+    // nothing: the burst arrived during its interval, so no magazine sat unused for a whole
+    // interval. The second releases everything above the target that the steady state
+    // never touched.
     for tick in 1..=3 {
         for _ in 0..1000 {
             let buffers: Vec<_> = (0..8).map(|_| cache.alloc_on(0).unwrap()).collect();

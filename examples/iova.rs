@@ -68,7 +68,8 @@ fn main() {
             });
         }
         drop(completions);
-        // A periodic worker would do this every 100 ms; once is enough here.
+        // A periodic worker would do this every 2 s, the interval for a WorkingSet depot
+        // (`Reaper::interval_for`; 100 ms only for OnePerTick); once is enough here.
         domain.trim();
     });
 
