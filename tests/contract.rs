@@ -1,4 +1,5 @@
-//! The public contract of DESIGN.md, written exactly as a user outside the crate would.
+//! The public contract of the crate (its design is in `magazine::docs::design`), written
+//! exactly as a user outside the crate would.
 
 use magazine::{Cache, Config, DepotPolicy, LocalCache, Source, Stats, Trim};
 
