@@ -1,27 +1,38 @@
 //! The seed scenario: the workload of the 256-CPU Linux IOVA rcache report, on the real
 //! crate code, comparing the depot policies Linux used, the seed report's patch, and this
-//! crate's working-set trim.
+//! crate's working-set trim, in Linux's strict and lazy (flush-queue) unmap modes.
 //!
 //! 256 virtual CPUs keep 16 I/Os in flight each and allocate an item (an IOVA) per I/O on
-//! their own cache slot; only the 16 IRQ CPUs 0, 16, ..., 240 complete I/Os, freeing the
-//! items on *their* slots. Items therefore flow one way, IRQ slots -> depot -> submitting
-//! slots, and whenever the depot cannot absorb the imbalance the slow path (the source)
-//! runs. One thread per policy drives a `Cache` through `alloc_on`/`free_on` on a simulated
+//! their own cache slot; only the 16 IRQ CPUs 0, 16, ..., 240 complete I/Os. How a
+//! completed I/O's item comes back is the mode:
+//! - `strict`: the IRQ CPU frees it at once on its own slot. Items flow one way, IRQ slots
+//!   -> depot -> submitting slots.
+//! - `lazy-irq`, `lazy-submit`: the unmap is queued on a per-CPU flush queue (of the IRQ
+//!   CPU, or of the submitting CPU) with Linux's parameters: 256 ring slots, a full queue
+//!   drained by its own CPU, a 10 ms timer that drains every CPU's queue through the slot
+//!   of the one CPU it runs on (see `seed/flush.rs`).
+//!
+//! Whenever the depot cannot absorb the imbalance the slow path (the source) runs. One
+//! thread per policy and mode drives a `Cache` through `alloc_on`/`free_on` on a simulated
 //! clock (completed I/Os / IOPS), so a run is deterministic for its seed. Compared: a
 //! `Fixed{32}` depot (Linux <= 6.6), `Fixed{max(32, cpus)}` (the seed report's patch),
 //! `Dynamic` trimmed one magazine per 100 ms (Linux >= 6.7), `Dynamic` trimmed by working
 //! set (this crate), and a depot never trimmed (the best any depot can do). After the load
-//! an idle phase shows how fast each gives memory back. What it shows is slow-path calls
-//! and items held, not IOPS: the simulation has no lock and no cost model.
+//! an idle phase shows how fast each gives memory back. The simulation counts slow-path
+//! calls and items held; its IOPS column is a model (the device limit, or the calls per
+//! second one tree lock serves divided by the slow-path calls per I/O), not a measurement.
 //!
-//! Prints a table on stdout and writes `target/seed/seed.csv` and `target/seed/seed.svg`.
+//! Prints one table per mode on stdout and writes `target/seed/seed.csv` and
+//! `target/seed/seed.svg`.
 //!
 //! ```text
-//! cargo run --release --example seed                       # the README's table
+//! cargo run --release --example seed                       # the README's tables
 //! cargo run --release --example seed -- --seconds 2 --check   # CI: exit 1 if a claim fails
 //! cargo run --release --example seed -- --target 16 --working-set-ms 2000,100,1000
 //!                                        # a target the depot exceeds; compare intervals
-//! cargo run --release --example seed -- --threads 2        # real threads, ops per second
+//! cargo run --release --example seed -- --modes strict     # one mode only
+//! cargo run --release --example seed -- --threads 2 --seconds 2
+//!                      # real threads, ops per second; the tree lock's capacity C
 //! cargo run --release --example seed -- --help
 //! ```
 

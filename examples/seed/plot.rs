@@ -1,7 +1,7 @@
 //! The plot: small multiples, one column per unmap mode and one panel per policy, each on
 //! its own axes so that no policy hides another. A panel shows the depot length (blue,
-//! left axis: the most full magazines seen in each sample interval, flush-timer spikes
-//! included) and the slow-path calls since the end of the warm-up (red, right axis), the
+//! left axis: per bucket of time the most and the fewest full magazines seen, around
+//! flush-timer drains included) and the slow-path calls since the end of the warm-up (red, right axis), the
 //! idle phase shaded
 //! and the end of the warm-up marked.
 
@@ -15,10 +15,14 @@ use crate::sim::{Outcome, Sample};
 
 const PANEL_WIDTH: u32 = 560;
 const PANEL_HEIGHT: u32 = 250;
-const TITLE_HEIGHT: u32 = 70;
+const TITLE_HEIGHT: u32 = 88;
 const DEPOT: RGBColor = RGBColor(31, 90, 180);
 const SLOW: RGBColor = RGBColor(200, 40, 40);
+const DEPOT_LOW: RGBColor = RGBColor(120, 170, 230);
+const DEPOT_BAND: RGBColor = RGBColor(205, 222, 245);
 const IDLE: RGBColor = RGBColor(225, 225, 225);
+/// Buckets of time a panel's depot band has across its x axis.
+const BUCKETS: f64 = 400.0;
 
 /// Draws every mode's panels into an SVG file.
 pub fn draw(by_mode: &[(Mode, &[Outcome])], path: &Path) -> Result<(), String> {
@@ -57,10 +61,16 @@ fn draw_title(
         &style,
         (10, 6),
     )?;
+    let small = TextStyle::from(("sans-serif", 13).into_font());
     area.draw_text(
-        "Blue, left axis: full magazines in the depot, the most seen in each sample interval. Red, right axis: cumulative slow-path calls (allocs + frees) from the end of the warm-up. Grey: idle phase (no I/O, trims and flush timer on schedule). Thin black line: end of the warm-up.",
-        &TextStyle::from(("sans-serif", 13).into_font()),
+        "Blue, left axis: full magazines in the depot per 1/400 of the time axis; dark: the most, light: the fewest seen (at samples every --sample-ms and around each flush-timer drain).",
+        &small,
         (10, 28),
+    )?;
+    area.draw_text(
+        "Red, right axis: cumulative slow-path calls (allocs + frees) from the end of the warm-up (thin black line). Grey: idle phase (no I/O; trims and the flush timer keep their schedule).",
+        &small,
+        (10, 46),
     )?;
     let columns = by_mode.len().max(1) as i32;
     let width = area.dim_in_pixel().0 as i32 / columns;
@@ -68,7 +78,7 @@ fn draw_title(
         area.draw_text(
             &format!("mode: {mode}"),
             &TextStyle::from(("sans-serif", 16).into_font().style(FontStyle::Bold)),
-            (i as i32 * width + 10, 48),
+            (i as i32 * width + 10, 66),
         )?;
     }
     Ok(())
@@ -141,15 +151,48 @@ fn draw_panel(
         vec![(warm, 0.0), (warm, depot_top)],
         BLACK.mix(0.4).stroke_width(1),
     )))?;
-    // Red first, so that the depot line stays visible where the two meet.
+    // The depot as a band: per bucket of time, the fewest full magazines seen (light) and
+    // the most (dark), right before and after flush-timer drains included. Buckets keep the lines readable
+    // over a minute of 10 ms samples.
+    let (low, high) = buckets(samples, end / BUCKETS);
+    chart.draw_series(
+        low.iter()
+            .zip(&high)
+            .map(|(l, h)| Rectangle::new([(l.0, l.1), (h.2, h.1)], DEPOT_BAND.filled())),
+    )?;
+    // Red before the depot's lines, so that those stay visible where the two meet.
     chart.draw_secondary_series(LineSeries::new(counted, SLOW.stroke_width(2)))?;
     chart.draw_series(LineSeries::new(
-        samples
-            .iter()
-            .map(|s| (seconds(s), s.depot_full_max as f64)),
+        high.iter().map(|b| (b.0, b.1)),
         DEPOT.stroke_width(1),
     ))?;
+    chart.draw_series(LineSeries::new(
+        low.iter().map(|b| (b.0, b.1)),
+        DEPOT_LOW.stroke_width(1),
+    ))?;
     Ok(())
+}
+
+/// Per bucket of `width` seconds (at least one sample each): (start, fewest full magazines
+/// seen, end) and (start, highest depot length seen, end).
+type Bucket = (f64, f64, f64);
+fn buckets(samples: &[Sample], width: f64) -> (Vec<Bucket>, Vec<Bucket>) {
+    let (mut low, mut high): (Vec<Bucket>, Vec<Bucket>) = (Vec::new(), Vec::new());
+    for s in samples {
+        let t = s.ns as f64 / 1e9;
+        let start = (t / width).floor() * width;
+        match (low.last_mut(), high.last_mut()) {
+            (Some(l), Some(h)) if l.0 == start => {
+                l.1 = l.1.min(s.depot_full_min as f64);
+                h.1 = h.1.max(s.depot_full_max as f64);
+            }
+            _ => {
+                low.push((start, s.depot_full_min as f64, start + width));
+                high.push((start, s.depot_full_max as f64, start + width));
+            }
+        }
+    }
+    (low, high)
 }
 
 /// `1234567.0` -> "1.2M", `25000.0` -> "25k", `38.0` -> "38".

@@ -141,7 +141,7 @@ pub fn markdown(header: &[String], rows: &[Vec<String>]) -> String {
 /// Writes every policy's time series as CSV.
 pub fn write_csv(outcomes: &[Outcome], path: &Path) -> std::io::Result<()> {
     let mut csv = String::from(
-        "mode,policy,trim_every_ms,phase,time_s,depot_full,depot_full_max,depot_empty,cached_items,queued_items,slow_allocs,slow_frees\n",
+        "mode,policy,trim_every_ms,phase,time_s,depot_full,depot_full_min,depot_full_max,depot_empty,cached_items,queued_items,slow_allocs,slow_frees\n",
     );
     for o in outcomes {
         let trim = o
@@ -155,11 +155,12 @@ pub fn write_csv(outcomes: &[Outcome], path: &Path) -> std::io::Result<()> {
             };
             writeln!(
                 csv,
-                "{},{},{trim},{phase},{:.3},{},{},{},{},{},{},{}",
+                "{},{},{trim},{phase},{:.3},{},{},{},{},{},{},{},{}",
                 o.mode,
                 o.contender.name,
                 s.ns as f64 / 1e9,
                 s.depot_full,
+                s.depot_full_min,
                 s.depot_full_max,
                 s.depot_empty,
                 s.cached,
@@ -279,10 +280,13 @@ pub fn properties(outcomes: &[Outcome], scenario: &Scenario) -> Vec<Property> {
             );
         }
     }
+    // The depot, not the items held: trim never touches the slots' magazines, whose
+    // contents after the load differ between policies by a few hundred items either way.
     claim(
-        "after the idle phase WorkingSet holds no more items than OnePerTick".into(),
-        ws.held_after_idle <= tick.held_after_idle,
-        format!("{} vs {}", ws.held_after_idle, tick.held_after_idle),
+        "after the idle phase WorkingSet's depot holds no more full magazines than OnePerTick's"
+            .into(),
+        ws.depot_after_idle <= tick.depot_after_idle,
+        format!("{} vs {}", ws.depot_after_idle, tick.depot_after_idle),
     );
     let interval_ns = ws.contender.trim_every_ms.unwrap_or(0) * 1_000_000;
     claim(

@@ -31,6 +31,9 @@ pub struct Sample {
     /// The most full magazines seen since the previous sample: at this sample and right
     /// after every flush-queue timer drain in between (the lazy mode's spikes).
     pub depot_full_max: usize,
+    /// The fewest full magazines seen since the previous sample: at this sample and right
+    /// before every flush-queue timer drain in between.
+    pub depot_full_min: usize,
     pub depot_empty: usize,
     pub cached: usize,
     /// Items unmapped and waiting in the flush queues (lazy mode).
@@ -57,6 +60,8 @@ pub struct Outcome {
     /// I/Os completed.
     pub held_at_load_end: usize,
     pub held_after_idle: usize,
+    /// Full magazines in the depot at the end of the idle phase.
+    pub depot_after_idle: usize,
     /// Simulated time from the end of the load until the depot was at its target; `None`
     /// when it was still above it at the end of the idle phase.
     pub back_to_target_ns: Option<u64>,
@@ -159,8 +164,9 @@ struct Run<'a> {
     trims: Option<Every>,
     sampler: Every,
     samples: Vec<Sample>,
-    /// The most full magazines seen since the last sample.
+    /// The most and the fewest full magazines seen since the last sample.
     depot_max: usize,
+    depot_min: usize,
 }
 
 /// Simulates `contender` on the scenario in `mode`: the load, then the idle phase.
@@ -182,6 +188,7 @@ pub fn simulate(
         sampler: Every::new(scenario.sample_ms * 1_000_000),
         samples: Vec::new(),
         depot_max: 0,
+        depot_min: usize::MAX,
     };
     // The same seed for every policy: they all see the same completions in the same order
     // (the random draws never depend on the cache's state).
@@ -203,6 +210,7 @@ pub fn simulate(
     let held_at_load_end = run.cache.cached() + run.unmapper.queued();
     let back_to_target_ns = run.idle(load_end_ns);
     let held_after_idle = run.cache.cached() + run.unmapper.queued();
+    let depot_after_idle = run.cache.stats().depot_full;
     bar.finish();
 
     let audit = run.audit(groups.iter().map(IrqGroup::in_flight).sum());
@@ -216,6 +224,7 @@ pub fn simulate(
         depot_peak_run: run.cache.stats().depot_peak,
         held_at_load_end,
         held_after_idle,
+        depot_after_idle,
         back_to_target_ns,
         warmup_end_ns: scenario.ns_at(warm.ios),
         load_end_ns,
@@ -306,7 +315,10 @@ impl Run<'_> {
     /// Runs the flush timer, the trims and takes the samples due at `now`.
     fn tick(&mut self, now_ns: u64, phase: Phase) {
         if let Some(queues) = &mut self.unmapper.queues {
-            if queues.run_timer(&self.cache, now_ns) {
+            if queues.next_timer_ns().is_some_and(|at| at <= now_ns) {
+                let before = self.cache.stats().depot_full;
+                queues.run_timer(&self.cache, now_ns);
+                self.depot_min = self.depot_min.min(before);
                 self.depot_max = self.depot_max.max(self.cache.stats().depot_full);
             }
         }
@@ -331,12 +343,14 @@ impl Run<'_> {
             phase,
             depot_full: stats.depot_full,
             depot_full_max: self.depot_max.max(stats.depot_full),
+            depot_full_min: self.depot_min.min(stats.depot_full),
             depot_empty: stats.depot_empty,
             cached: self.cache.cached(),
             queued: self.unmapper.queued(),
             slow: self.cache.source().slow_path(),
         });
         self.depot_max = 0;
+        self.depot_min = usize::MAX;
     }
 
     /// Cross-checks the cache's `Stats` against the source's own counts, and conservation:
