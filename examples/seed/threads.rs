@@ -230,7 +230,7 @@ const LOCK_OUTSTANDING: usize = 4096;
 /// page) and `free` of the IOVA domain's range tree (`magazine::iova::IovaDomain`, one
 /// lock, no cache) back to back for a fixed time; C = calls completed / seconds. Also run
 /// on 1 thread, where the lock is never contended: 1/C there is the time one call holds the
-/// lock plus the call's own overhead on this machine.
+/// lock plus the call's own overhead on this machine, a lower bound on the hold time.
 #[cfg(feature = "iova")]
 fn lock_capacity(threads: usize) -> String {
     let mut counts = vec![1];
@@ -257,7 +257,7 @@ fn lock_capacity(threads: usize) -> String {
     );
     out.push_str(&markdown(&header, &rows));
     out.push_str(
-        "1/C on this machine is a lower bound on the time a call holds the lock on a 256-CPU machine, where the lock's and the tree's cache lines cross sockets under contention: the C of the IOPS model there is at most this.\n",
+        "On 1 thread the lock is never contended: 1/C is what one call holds the lock for on this machine, plus the call's own overhead. That is a lower bound on the hold time on a 256-CPU machine, where the lock's and the tree's cache lines cross sockets, so the real C is at most the 1-thread C; contention (the other rows) lowers it further.\n",
     );
     out
 }
