@@ -112,5 +112,7 @@ fn main() {
         trimmed, stats.depot_full, stats.depot_empty
     );
     println!("busy slot misses    : {:>10}", stats.busy_misses);
+    // The same counters as one log line (`Stats` implements `Display`).
+    println!("log line            : {stats}");
     drop(cache);
 }
