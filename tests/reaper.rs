@@ -47,8 +47,9 @@ fn the_reaper_does_not_keep_the_cache_alive() {
     let (cache, source) = surplus_cache();
     let reaper = cache.start_reaper(Duration::from_millis(1));
     drop(cache);
-    // The reaper may be inside a trim with a temporary strong reference; the cache is
-    // dropped (wherever that happens) once the source's only owner is this test.
+    // The reaper may be inside a trim with a temporary strong reference; it then drops
+    // the cache itself when that trim ends (see `Reaper`, "Lifetime"). Either way the
+    // cache is gone once the source's only owner is this test.
     let deadline = Instant::now() + Duration::from_secs(60);
     while Arc::strong_count(&source) > 1 {
         assert!(Instant::now() < deadline, "the reaper kept the cache alive");
