@@ -81,9 +81,11 @@
 //! 3. [**Progress.**](docs::design#invariant-3-progress) `alloc` and `free` never wait for
 //!    another thread: a CPU slot is taken with one compare-and-swap, and a slot held by
 //!    another thread is a miss (the next free slot serves, else the source). The depot is
-//!    lock-free. (Limit: [`Cache::flush_cpu`], [`Cache::flush`] and [`Cache::cached`] wait
+//!    lock-free. (Limits: [`Cache::flush_cpu`], [`Cache::flush`] and [`Cache::cached`] wait
 //!    for a slot's owner to finish its bounded step, so they must not be called from
-//!    [inside a callback](docs::obligations#callbacks-must-not-re-enter-the-cache).)
+//!    [inside a callback](docs::obligations#callbacks-must-not-re-enter-the-cache); an
+//!    allocation that finds the source exhausted while another thread flushes keeps
+//!    looking for a cached item until that flush ends.)
 //! 4. [**Bounded memory.**](docs::design#invariant-4-bounded-memory) With
 //!    [`DepotPolicy::Dynamic`], once the load stops, repeated [`Cache::trim`] brings the
 //!    depot down to `target` full magazines; with [`Trim::WorkingSet`] a single trim
@@ -128,9 +130,10 @@
 //!
 //! # Unwinding
 //!
-//! Slot ownership is held by a guard, so a panic never leaves a slot taken. While the
-//! source's `free_batch` runs, the magazine being drained is either in a slot (flush) or in
-//! a rescue guard that returns it to the depot on unwind.
+//! Slot ownership is held by a guard, so a panic never leaves a slot taken. The source
+//! never runs while a slot is held: while its `free_batch` runs, the magazine being
+//! drained (and any other taken out with it) is held by a rescue guard that returns it to
+//! the depot on unwind, past a `Fixed` cap if need be.
 
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(missing_docs)]

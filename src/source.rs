@@ -7,8 +7,8 @@ use alloc::sync::Arc;
 ///
 /// The cache calls it only on its slow paths: `alloc` when no magazine can serve, and
 /// `free_batch` with whole magazines (overflow of a `Fixed` depot, trim, flush, drop).
-/// Neither is called while the cache holds a CPU slot, except by [`Cache::flush_cpu`] and
-/// [`Cache::flush`], which drain that slot in place.
+/// Neither is called while the cache holds a CPU slot, so the source may take its own
+/// locks freely.
 ///
 /// # Obligations
 ///
@@ -21,10 +21,7 @@ use alloc::sync::Arc;
 ///   Either the callers free each item once, or a checking front end stands between them
 ///   and the cache, as the IOVA layer does (`magazine::iova::IovaDomain` refuses double
 ///   and foreign frees with an error). See [`docs::obligations`](crate::docs::obligations).
-/// - **No re-entry.** `free_batch` must not call [`Cache::flush`], [`Cache::flush_cpu`] or
-///   [`Cache::cached`] on the same cache: when a flush drains a slot in place, those would
-///   wait for the slot that `free_batch` is being called from, forever.
-///
+
 /// # Panics
 ///
 /// A source may panic; the cache stays consistent and loses no item (see the crate docs
@@ -71,10 +68,7 @@ use alloc::sync::Arc;
 /// cache.free(b);
 /// ```
 ///
-/// [`Cache::flush_cpu`]: crate::Cache::flush_cpu
-/// [`Cache::flush`]: crate::Cache::flush
 /// [`Cache::free`]: crate::Cache::free
-/// [`Cache::cached`]: crate::Cache::cached
 pub trait Source: Send + Sync {
     /// What is cached: an id, a pfn, a pointer, any `Send` value.
     type Item: Send;

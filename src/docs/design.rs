@@ -84,14 +84,17 @@
 //! [`Cache::alloc`] and [`Cache::free`] never wait for another thread: no lock is held on
 //! any path that a preempted thread could hold. A thread takes a CPU slot with one
 //! compare-and-swap; a slot another thread holds is a miss (the next free slot serves,
-//! else the depot or the source), never a wait. The depot is lock-free.
+//! else the depot or the source), never a wait. The depot is lock-free. The source is
+//! never called while a slot is held.
 //!
 //! Upheld by the slot (`src/slot.rs`), [`LocalCache`] and the depot stacks. Exceptions,
-//! by design: [`Cache::flush_cpu`], [`Cache::flush`] and [`Cache::cached`] wait for a
-//! slot's owner to finish its bounded step (see
+//! by design, off the fast path: [`Cache::flush_cpu`], [`Cache::flush`] and
+//! [`Cache::cached`] wait for a slot's owner to finish its bounded step (see
 //! [`obligations`](super::obligations#callbacks-must-not-re-enter-the-cache) for the one
-//! way to make that wait endless). The source itself may lock; it is called only off the
-//! fast path.
+//! way to make that wait endless); and an allocation that finds the source exhausted
+//! while another thread is flushing the cache keeps looking for a cached item until that
+//! flush ends, rather than fail while items are on their way back to the source (see
+//! [the exhaustion rule](#the-exhaustion-rule)). The source itself may lock.
 //!
 //! ## Invariant 4: bounded memory
 //!
@@ -105,7 +108,10 @@
 //!
 //! So the items a cache holds are at most `cpus x 2 x magazine_size` in the slots, plus
 //! `magazine_size` per full depot magazine, plus two magazines per live [`LocalCache`].
-//! Trim shrinks the depot only; [`Cache::flush_cpu`] empties a slot.
+//! With [`Options::reclaim_idle_slots`] (on by default for `WorkingSet`), a trim also
+//! takes the magazines of CPU slots that saw no operation during the whole interval into
+//! the depot, where they are trimmed like any other; otherwise a trim shrinks the depot
+//! only. [`Cache::flush_cpu`] empties a slot.
 //!
 //! Upheld by the depot (`src/depot.rs`: the caps and the trimming rules) and by the
 //! working-set counter (`src/level.rs`), which keeps the count and its low-water mark in
@@ -122,16 +128,24 @@
 //! # The exhaustion rule
 //!
 //! When the source has nothing left, items may still sit in other CPUs' magazines and in
-//! the depot. [`Cache::alloc`] therefore follows Linux's
-//! `alloc_iova_fast(..., flush_rcache = true)`: when the source returns `None`, it returns
-//! every CPU slot's items (skipping slots other threads hold at that moment) and every
-//! depot magazine to the source, and asks the source once more. `None` after that means
-//! the source is empty even with everything cached returned. [`Stats::exhaustion_flushes`]
-//! counts these flushes. [`LocalCache`] handles keep their own magazines through it.
+//! the depot. [`Cache::alloc`] therefore ends as Linux's
+//! `alloc_iova_fast(..., flush_rcache = true)` does, after trying what is cheaper:
 //!
-//! The rule costs little when exhaustion is rare. In a closed pool where consumers
-//! outrun producers it repeats: every exhaustion sends the producers' partly filled
-//! magazines back to the source.
+//! 1. when the source returns `None`, the allocation first takes what is cached
+//!    elsewhere: a depot magazine, else a magazine taken from another CPU's slot (a
+//!    steal; busy slots are skipped);
+//! 2. only when nothing cached is within reach, it returns every CPU slot's items
+//!    (skipping slots other threads hold) and every depot magazine to the source, one
+//!    such flush at a time (an allocation that arrives during another's flush keeps
+//!    trying step 1 until that flush ends), and asks the source once more.
+//!
+//! `None` after that means the source is empty even with everything reachable returned.
+//! [`Stats::exhaustion_flushes`] counts the times the source was found exhausted.
+//! [`LocalCache`] handles keep their own magazines through it.
+//!
+//! The flush costs little when exhaustion is rare. In a closed pool where consumers
+//! outrun producers, the steal of step 1 keeps the producers' magazines in the cache
+//! instead of sending them back to the source at every exhaustion.
 //!
 //! # The seed scenario and Linux
 //!
@@ -170,6 +184,7 @@
 //! [`DepotPolicy::Fixed`]: crate::DepotPolicy::Fixed
 //! [`Trim::WorkingSet`]: crate::Trim::WorkingSet
 //! [`Options::max_empty`]: crate::Options::max_empty
+//! [`Options::reclaim_idle_slots`]: crate::Options::reclaim_idle_slots
 //! [`Stats::depot_full`]: crate::Stats::depot_full
 //! [`Stats::depot_empty`]: crate::Stats::depot_empty
 //! [`Stats::exhaustion_flushes`]: crate::Stats::exhaustion_flushes

@@ -50,20 +50,19 @@
 //!
 //! # Callbacks must not re-enter the cache
 //!
-//! Two kinds of code run while the cache holds one of its CPU slots:
+//! The `accept` closure of [`Cache::alloc_cached_where`] and
+//! [`Cache::alloc_cached_where_on`] is called on cached items while the calling thread
+//! owns the CPU slot it searches. From there, **do not call [`Cache::cached`],
+//! [`Cache::flush`] or [`Cache::flush_cpu`] on the same cache**: each of them waits for
+//! every slot it visits to be free, including the one the calling thread holds, so the
+//! thread waits for itself forever. Calling `alloc`, `free` or their `_on` forms from
+//! there does not hang (the held slot is a busy miss and another slot, the depot or the
+//! source serves), but it is rarely what you want: keep `accept` a test of the item.
+//! Nothing in the type system prevents the re-entry; the rule is yours to keep.
 //!
-//! - the `accept` closure of [`Cache::alloc_cached_where`] and
-//!   [`Cache::alloc_cached_where_on`], which is called on cached items while the calling
-//!   thread owns the slot it searches;
-//! - the source's `free_batch` when [`Cache::flush_cpu`] or [`Cache::flush`] drains a
-//!   slot in place.
-//!
-//! From there, **do not call [`Cache::cached`], [`Cache::flush`] or [`Cache::flush_cpu`]
-//! on the same cache**: each of them waits for every slot it visits to be free, including
-//! the one the calling thread holds, so the thread waits for itself forever. Calling
-//! `alloc`, `free` or their `_on` forms from there does not hang (the held slot is a busy
-//! miss and another slot or the source serves), but it is rarely what you want. Nothing
-//! in the type system prevents the re-entry; the rule is yours to keep.
+//! The source, by contrast, is never called while the cache holds a slot (flushes give
+//! the slot back before they hand its magazines to `free_batch`), so a source that calls
+//! back into the cache does not deadlock on a slot.
 //!
 //! # Depot length on 32-bit targets
 //!
