@@ -14,6 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# The suites run optimised, but with the crate's debug assertions on, so that the invariants
+# it states with `debug_assert!` are checked in every explored execution.
+export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true
 TARGET=${MODEL_TARGET_ROOT:-target}
 ALL=(
   slot_release_relaxed        # slot hand-back store Release -> Relaxed
@@ -22,6 +25,9 @@ ALL=(
   local_drop_forgets_previous # LocalCache drop loses its previous magazine
   busy_slot_waits             # the busy-slot path waits for the owner
   fixed_cap_load_then_push    # Fixed overflow: load the length, then push
+  alloc_loose_forgets_rest    # busy-slot alloc frees the rest of the partial magazine
+  steal_unowned               # steal / idle reclaim touch a slot without taking it
+  flush_flag_stays_set        # the one-flush-at-a-time flag is never cleared
 )
 if [ $# -gt 0 ]; then MUTANTS=("$@"); else MUTANTS=("${ALL[@]}"); fi
 WRAPPER=$PWD/loom-tests/mutant-rustc.sh

@@ -14,6 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# The suites run optimised, but with the crate's debug assertions on, so that the invariants
+# it states with `debug_assert!` are checked in every explored execution.
+export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true
 TARGET=${MODEL_TARGET_ROOT:-target}
 
 # build_test_binary <name of the tests/ file> <cargo args...>: builds, prints the binary's path.

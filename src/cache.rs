@@ -386,7 +386,8 @@ impl<S: Source> Cache<S> {
             return slot.with(|magazines| magazines.alloc());
         }
         if self.source_dry.load(Ordering::Relaxed) {
-            if let Some(item) = slot.with(|magazines| self.steal(magazines)) {
+            let home = self.slot_index(counters);
+            if let Some(item) = slot.with(|magazines| self.steal(magazines, Some(home))) {
                 return Some(item);
             }
         }
@@ -456,8 +457,13 @@ impl<S: Source> Cache<S> {
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
         {
-            let _flushing = ClearOnDrop(&self.flushing);
+            let flushing = ClearOnDrop(&self.flushing);
             self.try_flush();
+            // MUTANT: the flag is never cleared; the next exhausted allocation waits forever.
+            #[cfg(magazine_mutant = "flush_flag_stays_set")]
+            core::mem::forget(flushing);
+            #[cfg(not(magazine_mutant = "flush_flag_stays_set"))]
+            drop(flushing);
         } else {
             let backoff = Backoff::new();
             while self.flushing.load(Ordering::Acquire) {
@@ -475,6 +481,10 @@ impl<S: Source> Cache<S> {
     /// or its slot's, taken again for this). When the caller has none (its slot is busy),
     /// one item from wherever one is found.
     fn take_cached(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
+        let skip = match home {
+            Home::Slot(index) => Some(*index),
+            _ => None,
+        };
         let in_pair = |magazines: &mut MagazinePair<S::Item>| {
             if let Some(item) = magazines.alloc() {
                 return Some(item);
@@ -483,7 +493,7 @@ impl<S: Source> Cache<S> {
                 self.counters.depot_pops.add(1);
                 return magazines.alloc();
             }
-            self.steal(magazines)
+            self.steal(magazines, skip)
         };
         match home {
             Home::Handle(magazines) => return in_pair(magazines),
@@ -508,13 +518,16 @@ impl<S: Source> Cache<S> {
 
     /// Takes a magazine from the first other CPU slot that is free and holds items into
     /// `thief` (both of whose magazines are empty); returns an item of it. Never waits:
-    /// busy slots (the caller's own among them) are skipped.
-    fn steal(&self, thief: &mut MagazinePair<S::Item>) -> Option<S::Item> {
-        // Start at a different slot in each thread, so that thieves spread out.
+    /// busy slots are skipped, and so is `home`, the slot `thief` belongs to.
+    fn steal(&self, thief: &mut MagazinePair<S::Item>, home: Option<usize>) -> Option<S::Item> {
+        // Start after the thief's slot, so that thieves spread out.
         let n = self.slots.len();
-        let start = self.current_cpu() % n;
-        let stolen = (0..n).map(|i| &self.slots[(start + i) % n]).any(|slot| {
-            slot.try_take()
+        let start = home.unwrap_or_else(|| self.current_cpu()) + 1;
+        let others = (0..n)
+            .map(|i| (start + i) % n)
+            .filter(|&index| Some(index) != home);
+        let stolen = others.map(|index| &self.slots[index]).any(|slot| {
+            Self::take_victim(slot)
                 .is_some_and(|mut victim| victim.with(|victim| thief.steal_from(victim)))
         });
         if !stolen {
@@ -522,6 +535,16 @@ impl<S: Source> Cache<S> {
         }
         self.counters.steals.add(1);
         thief.alloc()
+    }
+
+    /// Takes a slot whose magazines another thread wants (a steal, an idle reclaim); never
+    /// waits.
+    fn take_victim(slot: &Slot<S::Item>) -> Option<SlotGuard<'_, S::Item>> {
+        #[cfg(not(magazine_mutant = "steal_unowned"))]
+        return slot.try_take();
+        // MUTANT: touches the victim's magazines without taking its slot.
+        #[cfg(magazine_mutant = "steal_unowned")]
+        return slot.take_unowned();
     }
 
     /// The index of one of our slots, from its address.
@@ -555,7 +578,7 @@ impl<S: Source> Cache<S> {
             if !slot.idle_since_last_check() {
                 continue;
             }
-            let Some(mut slot) = slot.try_take() else {
+            let Some(mut slot) = Self::take_victim(slot) else {
                 continue;
             };
             let magazines = slot.with(|magazines| magazines.take_items(&self.depot));

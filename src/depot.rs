@@ -173,6 +173,12 @@ impl<T> Depot<T> {
     pub(crate) fn alloc_loose(&self) -> Option<(T, Option<Magazine<T>>)> {
         let mut magazine = self.pop_partial().or_else(|| self.pop_full())?;
         let item = magazine.pop().expect("depot magazines are not empty");
+        // MUTANT: the rest of the magazine is freed with it instead of going back.
+        #[cfg(magazine_mutant = "alloc_loose_forgets_rest")]
+        let magazine = {
+            drop(magazine);
+            self.empty_magazine()
+        };
         Some((item, self.push_any(magazine).err()))
     }
 

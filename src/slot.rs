@@ -89,6 +89,13 @@ impl<T> Slot<T> {
             .map(|_| SlotGuard { slot: self })
     }
 
+    /// MUTANT (model checks only): a guard without taking the slot, for the
+    /// `steal_unowned` twin of `Cache::take_other_slot_for`.
+    #[cfg(magazine_mutant = "steal_unowned")]
+    pub(crate) fn take_unowned(&self) -> Option<SlotGuard<'_, T>> {
+        Some(SlotGuard { slot: self })
+    }
+
     /// Takes the slot, waiting for its owner to finish. Only for `flush_cpu` and `flush`,
     /// which are not on the `alloc`/`free` paths; an owner holds a slot for a bounded
     /// number of steps, so this wait ends.
@@ -137,6 +144,7 @@ impl<T> Drop for SlotGuard<'_, T> {
     fn drop(&mut self) {
         #[cfg(not(magazine_mutant = "slot_release_relaxed"))]
         self.slot.owned.store(false, Ordering::Release);
+        // MUTANT: the hand-back publishes nothing.
         #[cfg(magazine_mutant = "slot_release_relaxed")]
         self.slot.owned.store(false, Ordering::Relaxed);
     }

@@ -1,8 +1,8 @@
 //! The scenarios, each written once and run by both checkers (see `tests/`). Each names
-//! the DESIGN.md invariant it checks; each ends, when quiescent, by asserting
-//! conservation (invariant 1: the tracking source gets every item back exactly once) and
+//! the [invariant](magazine::docs::design#the-invariants) it checks; each ends, when quiescent, by asserting
+//! conservation ([invariant 1](magazine::docs::design#invariant-1-conservation): the tracking source gets every item back exactly once) and
 //! that the counted depot lengths, which `Stats` reports, equal the linked ones
-//! (invariant 5).
+//! ([invariant 5](magazine::docs::design#invariant-5-accounting)).
 //!
 //! Configurations are tiny (magazines of 1-2 items, 1-2 slots) so that every magazine
 //! exchange, overflow and trim happens within a handful of operations.
@@ -39,8 +39,8 @@ fn finish_cache(cache: Arc<TrackedCache>, tracker: &Tracker) {
     assert_conserved(cache, tracker);
 }
 
-/// The quiescent end of a raw depot scenario: lengths (invariant 5), then every item
-/// held or in the depot goes home exactly once (invariant 1).
+/// The quiescent end of a raw depot scenario: lengths ([invariant 5](magazine::docs::design#invariant-5-accounting)), then every item
+/// held or in the depot goes home exactly once ([invariant 1](magazine::docs::design#invariant-1-conservation)).
 fn finish_depot(depot: Arc<Depot<Item>>, tracker: &Tracker, held: impl IntoIterator<Item = Item>) {
     assert_eq!(
         depot.counted(),
@@ -82,7 +82,7 @@ pub fn depot_push_pop(scale: Scale) {
     finish_depot(depot, &tracker, held);
 }
 
-/// Scenario 1b, the ABA shape. Invariant 2 (no ABA), and 1. Three parties around two
+/// Scenario 1b, the ABA shape. [Invariant 2](magazine::docs::design#invariant-2-memory-safety) (no ABA), and 1. Three parties around two
 /// magazines: A pops (its read of `head` and `head.next` may go stale), B pops twice, C
 /// pushes. If a popped node could be re-linked by C's push before A's CAS (no epoch),
 /// A's stale CAS would succeed and re-link B's second node, whose magazine B already has.
@@ -315,7 +315,7 @@ pub fn slot_shared(scale: Scale) {
     finish_cache(cache, &tracker);
 }
 
-/// Scenario 5b: the busy-slot path is a miss, never a wait (invariant 3). Thread A holds
+/// Scenario 5b: the busy-slot path is a miss, never a wait ([invariant 3](magazine::docs::design#invariant-3-progress)). Thread A holds
 /// the only slot inside `flush_cpu`, whose call to the source does not return until the
 /// other threads have each finished an `alloc`/`free` pair on that slot. If the busy path
 /// waited for the owner, nobody could finish: loom reports a livelock (its branch limit),
@@ -390,7 +390,7 @@ pub fn flush_cpu_race(scale: Scale) {
 }
 
 /// Scenario 7: a `LocalCache` is dropped, with items in both its loaded and previous
-/// magazines, while other threads pop the depot through slot 0. Invariant 1 (a handle's
+/// magazines, while other threads pop the depot through slot 0. [Invariant 1](magazine::docs::design#invariant-1-conservation) (a handle's
 /// magazines go to the depot whole, none forgotten), 5.
 pub fn local_drop_race(scale: Scale) {
     let workers = scale.threads - 1;
@@ -515,4 +515,130 @@ pub fn depot_empty_recycling(scale: Scale) {
     let held: Vec<Item> = join_all(handles).into_iter().flatten().collect();
     assert!(depot.linked().1 <= MAX_EMPTY, "empty stack above its cap");
     finish_depot(depot, &tracker, held);
+}
+
+/// Scenario 10: every slot busy. Invariants 1, 3. Thread A frees an item while it holds
+/// the only slot (inside `alloc_cached_where_on`'s `accept`), so that free takes the loose
+/// path into a partly filled depot magazine; the workers allocate and free on the same
+/// slot, and take the loose paths whenever they find it held. A busy slot is never waited
+/// for, and no item is lost or doubled on the way through the partial stack.
+pub fn busy_slot_loose(scale: Scale) {
+    let workers = scale.threads - 1;
+    let tracker = Tracker::new(2 + workers);
+    let cache = cache(&tracker, config(2, 1, dynamic(0, Trim::WorkingSet)));
+    // One item in the slot, so that `accept` runs.
+    cache.free_on(0, tracker.take(1).pop().unwrap());
+    let holder = {
+        let cache = Arc::clone(&cache);
+        let mut extra = tracker.take(1);
+        spawn(move || {
+            let found = cache.alloc_cached_where_on(0, |_| {
+                // We hold slot 0: this free must go around it.
+                if let Some(item) = extra.pop() {
+                    cache.free_on(0, item);
+                }
+                false
+            });
+            assert!(found.is_none(), "accept took nothing");
+            // `accept` runs only if the slot held an item when we took it.
+            if let Some(item) = extra.pop() {
+                cache.free_on(0, item);
+            }
+        })
+    };
+    let mut handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let cache = Arc::clone(&cache);
+            let mut mine = tracker.take(1);
+            spawn(move || {
+                let item = mine.pop().unwrap();
+                cache.free_on(0, item);
+                for _ in 0..scale.rounds {
+                    // `None` is legitimate: the items may all be in a slot another
+                    // thread holds.
+                    if let Some(item) = cache.alloc_on(0) {
+                        cache.free_on(0, item);
+                    }
+                }
+            })
+        })
+        .collect();
+    handles.push(holder);
+    join_all(handles);
+    finish_cache(cache, &tracker);
+}
+
+/// Scenario 11: an exhausted allocation takes a magazine from another CPU's slot while
+/// that slot's thread works on it. Invariants 1, 3 (the victim's slot is taken with the
+/// slot protocol, never waited for). The source is empty and both items sit in slot 1:
+/// the allocator on slot 0 either steals a magazine from slot 1 or finds the slot busy;
+/// it may fail only when the other thread held the slot or the items.
+pub fn steal_race(scale: Scale) {
+    let tracker = Tracker::new(2);
+    let cache = cache(&tracker, config(1, 2, dynamic(0, Trim::WorkingSet)));
+    for item in tracker.take(2) {
+        cache.free_on(1, item);
+    }
+    let owner = {
+        let cache = Arc::clone(&cache);
+        spawn(move || {
+            for _ in 0..scale.rounds {
+                if let Some(item) = cache.alloc_on(1) {
+                    cache.free_on(1, item);
+                }
+            }
+            0
+        })
+    };
+    let thief = {
+        let cache = Arc::clone(&cache);
+        spawn(move || {
+            let mut got = 0;
+            for _ in 0..scale.rounds.min(2) {
+                if let Some(item) = cache.alloc_on(0) {
+                    got += 1;
+                    cache.free_on(0, item);
+                }
+            }
+            got
+        })
+    };
+    join_all(vec![owner, thief]);
+    finish_cache(cache, &tracker);
+}
+
+/// Scenario 12: trim reclaims an idle slot's magazines while a thread starts using the
+/// slot again. Invariants 1, 4 (once the load stops, trims bring everything down to the
+/// target, the slots included), 5. `WorkingSet` with target 0 reclaims idle slots by
+/// default.
+pub fn idle_reclaim_race(scale: Scale) {
+    let tracker = Tracker::new(2);
+    let cache = cache(&tracker, config(1, 1, dynamic(0, Trim::WorkingSet)));
+    for item in tracker.take(2) {
+        cache.free_on(0, item);
+    }
+    cache.trim(); // sees the frees: the slot is not idle yet
+    let trimmer = {
+        let cache = Arc::clone(&cache);
+        spawn(move || {
+            for _ in 0..scale.rounds.min(2) {
+                cache.trim();
+            }
+        })
+    };
+    let worker = {
+        let cache = Arc::clone(&cache);
+        spawn(move || {
+            if let Some(item) = cache.alloc_on(0) {
+                cache.free_on(0, item);
+            }
+        })
+    };
+    join_all(vec![trimmer, worker]);
+    // Quiescent and idle: the next trims mark the slot idle, reclaim it and release all.
+    for _ in 0..3 {
+        cache.trim();
+    }
+    assert_eq!(cache.cached(), 0, "an idle slot kept its items");
+    finish_cache(cache, &tracker);
 }

@@ -1,5 +1,5 @@
 //! The tracking source: a pool of numbered, non-`Clone` items that panics on a
-//! duplicated or foreign item and, at the end, on a lost one (DESIGN.md invariant 1).
+//! duplicated or foreign item and, at the end, on a lost one ([invariant 1](magazine::docs::design#invariant-1-conservation)).
 
 use std::sync::atomic::{AtomicBool as StdAtomicBool, Ordering as StdOrdering};
 use std::sync::{Arc, Mutex};
@@ -110,7 +110,7 @@ impl Tracker {
         self.receive(items.into_iter().collect());
     }
 
-    /// Asserts that every item is home: none lost (DESIGN.md invariant 1).
+    /// Asserts that every item is home: none lost ([invariant 1](magazine::docs::design#invariant-1-conservation)).
     pub fn assert_all_home(&self) {
         let state = self.state.lock().unwrap();
         let lost: Vec<usize> = (0..self.size).filter(|&i| state.out[i]).collect();
@@ -163,7 +163,7 @@ impl Source for Tracker {
 pub type TrackedCache = Cache<Arc<Tracker>>;
 
 /// The end of every cache scenario, when quiescent: `Stats` depot lengths equal the real
-/// ones (invariant 5); the items out of the source are exactly the cached ones (invariant
+/// ones ([invariant 5](magazine::docs::design#invariant-5-accounting)); the items out of the source are exactly the cached ones (invariant
 /// 1, the scenario's threads hold none); dropping the cache brings every item home.
 pub fn assert_conserved(cache: TrackedCache, tracker: &Tracker) {
     let stats = cache.stats();
@@ -179,7 +179,7 @@ pub fn assert_conserved(cache: TrackedCache, tracker: &Tracker) {
     assert_eq!(
         cache.cached(),
         tracker.out(),
-        "items out of the source != items cached"
+        "items out of the source != items cached: {stats:?}"
     );
     drop(cache);
     tracker.assert_all_home();

@@ -101,6 +101,21 @@ fn exhaustion_retry() {
 }
 
 #[test]
+fn busy_slot_loose() {
+    check(|| scenarios::busy_slot_loose(C));
+}
+
+#[test]
+fn steal_race() {
+    check(|| scenarios::steal_race(C));
+}
+
+#[test]
+fn idle_reclaim_race() {
+    check(|| scenarios::idle_reclaim_race(C));
+}
+
+#[test]
 fn fixed_overflow_wide() {
     check(|| scenarios::fixed_overflow(W));
 }
@@ -128,4 +143,9 @@ fn local_drop_race_wide() {
 #[test]
 fn exhaustion_retry_wide() {
     check(|| scenarios::exhaustion_retry(W));
+}
+
+#[test]
+fn busy_slot_loose_wide() {
+    check(|| scenarios::busy_slot_loose(W));
 }

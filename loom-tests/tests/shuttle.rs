@@ -124,3 +124,18 @@ fn local_drop_race() {
 fn exhaustion_retry() {
     check(|| scenarios::exhaustion_retry(S));
 }
+
+#[test]
+fn busy_slot_loose() {
+    check(|| scenarios::busy_slot_loose(S));
+}
+
+#[test]
+fn steal_race() {
+    check(|| scenarios::steal_race(S));
+}
+
+#[test]
+fn idle_reclaim_race() {
+    check(|| scenarios::idle_reclaim_race(S));
+}
