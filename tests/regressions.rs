@@ -131,8 +131,8 @@ fn iova_class_stats_count_tree_allocations_and_exhaustion_flushes() {
     domain.check().unwrap();
 }
 
-/// The docs cited numbered invariants of a design document that was not in the project. The design
-/// now lives in `src/docs/design.rs` and the citations are rustdoc links such as
+/// The docs cited numbered invariants of a design document that was not in the project.
+/// The design now lives in `src/docs/design.rs` and the citations are rustdoc links such as
 /// `crate::docs::design#invariant-1-conservation`. Rustdoc checks the path of such a link
 /// but not its `#fragment`, so this test does: every fragment into a `docs` module, in
 /// every Rust source of the package (and the model-check crate), must be the id rustdoc
