@@ -21,7 +21,7 @@ use alloc::sync::Arc;
 ///   Either the callers free each item once, or a checking front end stands between them
 ///   and the cache, as the IOVA layer does (`magazine::iova::IovaDomain` refuses double
 ///   and foreign frees with an error). See [`docs::obligations`](crate::docs::obligations).
-
+///
 /// # Panics
 ///
 /// A source may panic; the cache stays consistent and loses no item (see the crate docs
