@@ -16,7 +16,7 @@
  *     checked for all three.
  *
  * Checked after every step that moves an item or a magazine (check()):
- *   - conservation (DESIGN.md invariant 1): every item is in exactly one place: the
+ *   - conservation (invariant 1 of magazine::docs::design): every item is in exactly one place: the
  *     source, one process's hands, or one slot of one allocated magazine;
  *   - every allocated magazine is in exactly one place: a slot (loaded or previous), the
  *     full stack, the empty stack, or one process's hands (a magazine in flight);

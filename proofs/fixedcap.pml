@@ -12,7 +12,7 @@
  * checks the list, this model checks the counting.
  *
  * Checked after every step:
- *   linked <= CAP            the depot never holds more than max_full (DESIGN.md inv. 4)
+ *   linked <= CAP            the depot never holds more than max_full (inv. 4 of magazine::docs::design)
  *   slen <= CAP              the reservation never overshoots
  *   slen >= linked           Stack::len is a hard bound on the linked nodes (inv. 5)
  *   count <= linked          Level's count never exceeds the linked nodes, so a pop

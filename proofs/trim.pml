@@ -38,7 +38,7 @@
  *                  slen >= linked (the Fixed-cap reservation) and count <= linked; the
  *                  null-head branch of Stack::pop after a successful claim is never taken;
  *                  after the load stops, two trims leave slen == count == linked <= TARGET
- *                  (DESIGN.md invariants 4 and 5)
+ *                  (invariants 4 and 5 of magazine::docs::design)
  * Variants (negative controls, expected to fail released <= gsnap):
  *   -DOLD        the code before 58eb296: Stack::len alone (fetch_sub after the unlink),
  *                the low-water mark in a separate atomic (pop_full's fetch_min), and

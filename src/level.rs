@@ -11,7 +11,7 @@ pub(crate) const MAX_LEN: usize = (1 << HALF) - 1;
 /// The working-set counter of a depot stack: magazines that are linked and not claimed by
 /// a pop, and the low-water mark of that count over the current trim interval.
 ///
-/// Upholds the precision half of DESIGN.md invariant 4: a working-set trim releases at
+/// Upholds the precision half of [invariant 4](crate::docs::design#invariant-4-bounded-memory): a working-set trim releases at
 /// most the magazines that stayed in the stack for the whole interval. Two choices make
 /// the count a *lower bound* of what the stack holds at every instant, so its low-water
 /// mark never exceeds the real one:

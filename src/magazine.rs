@@ -8,7 +8,7 @@ use crate::sync::UnsafeCell;
 
 /// A fixed-capacity stack of items with uninitialised storage.
 ///
-/// Upholds DESIGN.md invariant 1 (conservation) locally: an item pushed is in exactly one
+/// Upholds [invariant 1](crate::docs::design#invariant-1-conservation) (conservation) locally: an item pushed is in exactly one
 /// slot of `items[..len]` until it is popped or the magazine is dropped (which drops it).
 /// A magazine has one owner at a time (a CPU slot, a `LocalCache`, or a depot node), so
 /// it needs no synchronisation of its own; the storage is in facade cells only so that

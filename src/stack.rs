@@ -35,8 +35,8 @@ struct Node<T> {
 
 /// A Treiber stack of magazines with an approximate length.
 ///
-/// Upholds DESIGN.md invariant 2 (memory safety, no ABA; see the module docs) and the
-/// counting half of invariant 5: the length is incremented *before* a push links its node
+/// Upholds [invariant 2](crate::docs::design#invariant-2-memory-safety) (memory safety, no ABA; see the module docs) and the
+/// counting half of [invariant 5](crate::docs::design#invariant-5-accounting): the length is incremented *before* a push links its node
 /// and decremented *after* a pop unlinked one, so `len >= linked nodes` at every instant
 /// (which is what makes a capacity check on it a hard bound) and `len == linked nodes`
 /// whenever no push or pop is in flight. A second count, [`Level`], errs the other way
@@ -248,7 +248,7 @@ impl<T> Stack<T> {
     }
 
     /// Nodes reachable from `head`, counted by walking the list; only meaningful when
-    /// quiescent. The model checks compare it with `len` (DESIGN.md invariant 5).
+    /// quiescent. The model checks compare it with `len` ([invariant 5](crate::docs::design#invariant-5-accounting)).
     #[cfg(any(loom, feature = "shuttle"))]
     pub(crate) fn linked(&self) -> usize {
         let mut count = 0;

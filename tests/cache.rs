@@ -170,14 +170,14 @@ fn fixed_depot_never_exceeds_its_cap_and_overflows_in_batches() {
 }
 
 #[test]
-fn exhaustion_flushes_every_cpu_and_retries_once() {
+fn an_exhausted_cpu_takes_what_the_others_cache_and_hands_out_each_item_once() {
     let (cache, source) = cache(10, 2, 2, WORKING_SET);
     let ids = alloc_n(&cache, 0, 10);
     assert_eq!(cache.alloc_on(0), None, "all ten are out");
     // Freed on CPU 1: its slot keeps 4, the depot gets 3 magazines of 2.
     ids.into_iter().for_each(|id| cache.free_on(1, id));
     assert_eq!(source.at_home(), 0);
-    // CPU 0 drains the depot, then finds the source empty, flushes CPU 1 and retries.
+    // CPU 0 drains the depot, then finds the source empty and takes CPU 1's magazines.
     let mut again = alloc_n(&cache, 0, 10);
     assert!(cache.stats().exhaustion_flushes >= 1);
     assert_eq!(cache.alloc_on(0), None);
@@ -351,4 +351,128 @@ fn a_zero_magazine_size_is_refused() {
         ..Config::default()
     };
     let _ = Cache::with_config(Tracking::new(1), config);
+}
+
+// The shared paths: busy slots, exhaustion, idle slots.
+
+#[test]
+fn a_free_that_finds_every_slot_busy_goes_into_a_depot_magazine_not_the_source() {
+    let (cache, source) = cache(10, 4, 1, WORKING_SET);
+    let ids = alloc_n(&cache, 0, 3);
+    cache.free_on(0, ids[0]);
+    let mut pending = vec![ids[1], ids[2]];
+    // `accept` runs while this thread holds the only slot: both frees find it busy.
+    let found = cache.alloc_cached_where_on(0, |_| {
+        for id in pending.drain(..) {
+            cache.free_on(0, id);
+        }
+        false
+    });
+    assert_eq!(found, None);
+    let stats = cache.stats();
+    assert_eq!(stats.busy_misses, 2, "{stats:?}");
+    assert_eq!(stats.source_frees, 0, "a busy miss reached the source: {stats:?}");
+    assert_eq!(stats.depot_full, 1, "one partly filled magazine: {stats:?}");
+    assert_eq!(cache.cached(), 3);
+    // An allocation that finds the slot busy takes from that magazine.
+    let mut got = None;
+    let found = cache.alloc_cached_where_on(0, |_| {
+        got = cache.alloc_on(0);
+        false
+    });
+    assert_eq!(found, None);
+    assert!(matches!(got, Some(id) if id == ids[1] || id == ids[2]), "{got:?}");
+    assert_eq!(cache.stats().source_allocs, 3, "no source allocation");
+    cache.free_on(0, got.unwrap());
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn an_exhausted_alloc_takes_another_slots_magazine_instead_of_flushing() {
+    let (cache, source) = cache(6, 4, 2, WORKING_SET);
+    let ids = alloc_n(&cache, 0, 6);
+    // Slot 1 holds all six (a full previous and a loaded of two); the source is empty.
+    ids.into_iter().for_each(|id| cache.free_on(1, id));
+    let id = cache.alloc_on(0).expect("slot 1 has items");
+    let stats = cache.stats();
+    assert_eq!(stats.source_frees, 0, "nothing went back to the source: {stats:?}");
+    assert_eq!(stats.source_allocs, 6, "{stats:?}");
+    // The whole full magazine moved to slot 0: the next three allocations there are hits.
+    let hits = stats.alloc_hits;
+    let more = alloc_n(&cache, 0, 3);
+    assert_eq!(cache.stats().alloc_hits, hits + 3);
+    cache.free_on(0, id);
+    more.into_iter().for_each(|id| cache.free_on(0, id));
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn an_exhausted_alloc_returns_none_only_when_nothing_is_cached() {
+    let (cache, source) = cache(5, 4, 3, WORKING_SET);
+    let ids = alloc_n(&cache, 0, 5);
+    cache.free_on(2, ids[0]);
+    assert_eq!(cache.alloc_on(1), Some(ids[0]), "taken from slot 2");
+    assert_eq!(cache.alloc_on(1), None, "every item is in our hands");
+    assert!(cache.stats().exhaustion_flushes >= 2);
+    cache.free_on(1, ids[0]);
+    ids[1..].iter().for_each(|&id| cache.free_on(0, id));
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn trim_reclaims_a_slot_idle_for_a_whole_interval_unless_told_not_to() {
+    for reclaim in [None, Some(false)] {
+        let source = Arc::new(Tracking::new(100));
+        let config = Config {
+            magazine_size: 4,
+            cpus: 2,
+            depot: DepotPolicy::Dynamic {
+                target: 0,
+                trim: Trim::WorkingSet,
+            },
+        };
+        let mut options = magazine::Options::default();
+        options.reclaim_idle_slots = reclaim;
+        let cache = Cache::with_options(Arc::clone(&source), config, options);
+        let ids = alloc_n(&cache, 1, 6);
+        ids.into_iter().for_each(|id| cache.free_on(1, id));
+        assert_eq!(cache.trim(), 0, "the slot was used during this interval");
+        let released = cache.trim();
+        match reclaim {
+            None => {
+                assert_eq!(released, 2, "both of the idle slot's magazines");
+                assert_eq!(cache.cached(), 0);
+            }
+            _ => {
+                assert_eq!(released, 0);
+                assert_eq!(cache.cached(), 6, "the slot keeps its items");
+            }
+        }
+        drop(cache);
+        source.assert_all_home();
+    }
+}
+
+#[test]
+fn one_per_tick_does_not_reclaim_idle_slots_by_default() {
+    let (cache, source) = cache(
+        100,
+        4,
+        1,
+        DepotPolicy::Dynamic {
+            target: 0,
+            trim: Trim::OnePerTick,
+        },
+    );
+    let ids = alloc_n(&cache, 0, 8);
+    ids.into_iter().for_each(|id| cache.free_on(0, id));
+    for _ in 0..4 {
+        cache.trim();
+    }
+    assert_eq!(cache.cached(), 8, "Linux's rule leaves the CPU caches alone");
+    drop(cache);
+    source.assert_all_home();
 }

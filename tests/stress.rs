@@ -1,7 +1,7 @@
 //! Conservation under load: threads that only allocate hand their items over channels to
 //! threads that only free them (the seed problem's imbalance), while another thread trims.
 //! The tracking source panics on a duplicated or foreign id; after the cache is dropped it
-//! must hold exactly the ids it started with (DESIGN.md invariant 1).
+//! must hold exactly the ids it started with ([invariant 1](magazine::docs::design#invariant-1-conservation)).
 //!
 //! `MAGAZINE_STRESS_OPS` sets the allocations per test (default 10^6; CI's valgrind run
 //! uses a small number).
