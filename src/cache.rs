@@ -309,6 +309,7 @@ impl<S: Source> Cache<S> {
             depot_peak: self.depot.peak(),
             busy_misses: counters.busy_misses.get(),
             exhaustion_flushes: counters.exhaustion_flushes.get(),
+            steals: counters.steals.get(),
         }
     }
 

@@ -65,12 +65,15 @@ pub struct Stats {
     /// Full magazines taken from the depot: by a slot or a handle that needs items, and
     /// also by [`Cache::trim`](crate::Cache::trim) and the flushes (so it rises with trims).
     pub depot_pops: u64,
-    /// Full magazines given to the depot.
+    /// Non-empty magazines given to the depot: full ones from slots and handles, partly
+    /// filled ones from dropped handles, frees that found every slot busy, and idle slots
+    /// reclaimed by trim.
     pub depot_pushes: u64,
     /// Items allocated from the source (the slow path).
     pub source_allocs: u64,
-    /// Items returned to the source: overflow of a `Fixed` depot, trims, flushes, the
-    /// cache's drop, and frees that found every slot busy.
+    /// Items returned to the source: overflow of a `Fixed` depot, trims, flushes and the
+    /// cache's drop. (A free that finds every slot busy goes into a partly filled depot
+    /// magazine, not to the source.)
     pub source_frees: u64,
     /// Full magazines released by [`Cache::trim`](crate::Cache::trim).
     pub trimmed: u64,
@@ -82,8 +85,13 @@ pub struct Stats {
     pub depot_peak: usize,
     /// Operations that found their CPU slot taken by another thread (a miss, never a wait).
     pub busy_misses: u64,
-    /// Times an exhausted source made `alloc` flush the cache and retry.
+    /// Allocations that found the source exhausted. Each then takes what is cached
+    /// elsewhere (a magazine from another CPU's slot: see `steals`) before it flushes the
+    /// cache to the source and retries, the last resort.
     pub exhaustion_flushes: u64,
+    /// Magazines that a miss took from another CPU's slot because the source was found
+    /// exhausted (instead of flushing them to the source and allocating one at a time).
+    pub steals: u64,
 }
 
 impl Stats {
@@ -162,7 +170,7 @@ impl fmt::Display for Stats {
         write!(
             f,
             "), source {} allocs {} frees, depot {} full {} empty (peak {}), \
-             {} pops {} pushes, {} trimmed, {} busy misses, {} exhaustion flushes",
+             {} pops {} pushes, {} trimmed, {} busy misses, {} exhaustion flushes, {} steals",
             self.source_allocs,
             self.source_frees,
             self.depot_full,
@@ -172,7 +180,8 @@ impl fmt::Display for Stats {
             self.depot_pushes,
             self.trimmed,
             self.busy_misses,
-            self.exhaustion_flushes
+            self.exhaustion_flushes,
+            self.steals
         )
     }
 }
