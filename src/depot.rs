@@ -115,12 +115,21 @@ impl<T> Depot<T> {
         }
     }
 
-    /// Takes a non-empty magazine whatever the cap says, because the alternative is losing
-    /// its items: used only when a source panicked while the magazine was out.
+    /// Takes a non-empty magazine whatever the policy's cap says, because the alternative
+    /// is losing its items: used only while unwinding from a source that panicked with the
+    /// magazine out of every slot and stack. Never panics (a panic while unwinding aborts):
+    /// in the one case where even the stack's rescue reserve is full (more than 65279
+    /// magazines on a 32-bit target and 256 rescues at once), the magazine is leaked,
+    /// items and all, rather than dropped or pushed.
     pub(crate) fn push_full_unbounded(&self, magazine: Magazine<T>) {
-        self.count_short(&magazine);
-        let len = self.full.push(magazine);
-        self.raise_peak(len);
+        let short = self.count_short(&magazine);
+        match self.full.push_rescue(magazine) {
+            Ok(len) => self.raise_peak(len),
+            Err(magazine) => {
+                self.sub_short(short);
+                core::mem::forget(magazine);
+            }
+        }
     }
 
     /// Takes an empty magazine for reuse.

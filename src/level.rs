@@ -7,6 +7,13 @@ use crate::sync::{AtomicUsize, Ordering};
 const HALF: u32 = usize::BITS / 2;
 /// The most magazines a stack can count: 2^32 - 1 on 64-bit targets, 65535 on 32-bit ones.
 pub(crate) const MAX_LEN: usize = (1 << HALF) - 1;
+/// Places of [`MAX_LEN`] that only a rescue (a magazine held while a source panicked) may
+/// take, so that a full stack never makes unwinding fail.
+pub(crate) const RESCUE_RESERVE: usize = 256;
+/// The most magazines an ordinary push may leave in a stack: a `Dynamic` depot is bounded
+/// by this (65279 magazines on 32-bit targets, which a real depot can reach); a full
+/// magazine beyond it goes to the source, as a `Fixed` depot's overflow does.
+pub(crate) const MAX_PUSHED: usize = MAX_LEN - RESCUE_RESERVE;
 
 /// The working-set counter of a depot stack: magazines that are linked and not claimed by
 /// a pop, and the low-water mark of that count over the current trim interval.

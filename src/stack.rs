@@ -20,7 +20,7 @@ use alloc::boxed::Box;
 use core::mem::ManuallyDrop;
 use core::ptr;
 
-use crate::level::{Level, MAX_LEN};
+use crate::level::{Level, MAX_LEN, MAX_PUSHED};
 use crate::magazine::Magazine;
 use crate::sync::{self, AtomicPtr, AtomicUsize, Backoff, Ordering, UnsafeCell};
 
@@ -84,23 +84,26 @@ impl<T> Stack<T> {
         self.level.restart_interval()
     }
 
-    /// Pushes without a bound (short of [`MAX_LEN`], which no real depot reaches). Returns
-    /// the length including this magazine.
-    pub(crate) fn push(&self, magazine: Magazine<T>) -> usize {
-        self.push_bounded(magazine, MAX_LEN)
-            .unwrap_or_else(|_| panic!("a depot stack counts at most {MAX_LEN} magazines"))
+    /// Pushes into the [`RESCUE_RESERVE`](crate::level::RESCUE_RESERVE) too, up to the most
+    /// the stack can count ([`MAX_LEN`]); hands the magazine back beyond that. For rescues
+    /// only.
+    pub(crate) fn push_rescue(&self, magazine: Magazine<T>) -> Result<usize, Magazine<T>> {
+        self.reserve_then_link(magazine, MAX_LEN)
     }
 
-    /// Pushes if fewer than `cap` magazines are in or entering the stack; otherwise
-    /// hands the magazine back. The check and the reservation are one atomic step, so
-    /// concurrent pushers can never overshoot `cap`. Returns the length including this
-    /// magazine.
+    /// Pushes if fewer than `cap` (and than [`MAX_PUSHED`]) magazines are in or entering
+    /// the stack; otherwise hands the magazine back. The check and the reservation are one
+    /// atomic step, so concurrent pushers can never overshoot `cap`. Returns the length
+    /// including this magazine.
     pub(crate) fn push_bounded(
         &self,
         magazine: Magazine<T>,
         cap: usize,
     ) -> Result<usize, Magazine<T>> {
-        let cap = cap.min(MAX_LEN);
+        self.reserve_then_link(magazine, cap.min(MAX_PUSHED))
+    }
+
+    fn reserve_then_link(&self, magazine: Magazine<T>, cap: usize) -> Result<usize, Magazine<T>> {
         // SeqCst on the counters: the working-set argument (see `Level`) needs one total
         // order of counter changes and links; it is paid once per magazine, not per item.
         #[cfg(not(magazine_mutant = "fixed_cap_load_then_push"))]
