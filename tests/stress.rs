@@ -162,3 +162,151 @@ fn local_handles_fixed_two_and_two() {
         Front::Local,
     );
 }
+
+/// The soak: `MAGAZINE_SOAK_OPS` operations (default 10^8) on a 2-slot cache by 10
+/// workers (oversubscribed on a 2-core machine), each doing an equal share: 4 producers
+/// hand items to 2 consumers over a channel (the seed's imbalance; an item counts twice,
+/// its alloc and its free), 4 threads do alloc/free pairs holding up to 16 items at a time
+/// (so that every few pairs a magazine moves). Half of each kind use the per-CPU path and
+/// half `LocalCache` handles; a trimmer and a flusher (`flush_cpu`, `try_flush`) race with
+/// all of them. The tracking source panics on a duplicated or foreign id, and every id must
+/// be home at the end. Run with `cargo test --release --test stress -- --ignored soak`.
+#[test]
+#[ignore = "long: 10^8 operations; run it with --ignored in release mode"]
+fn soak() {
+    let target: u64 = std::env::var("MAGAZINE_SOAK_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000_000);
+    const WORKERS: u64 = 8;
+    let share = target.div_ceil(WORKERS);
+    let source = Arc::new(Tracking::new(8192));
+    let depot = DepotPolicy::Dynamic {
+        target: 1,
+        trim: Trim::WorkingSet,
+    };
+    let cache = Cache::with_config(Arc::clone(&source), small(8, 2, depot));
+    let done = AtomicBool::new(false);
+    let (tx, rx) = mpsc::sync_channel::<Vec<u32>>(64);
+    let rx = Mutex::new(rx);
+    let start = std::time::Instant::now();
+
+    let ops: u64 = thread::scope(|s| {
+        // The racers: trim and flushes, until the workers are done.
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                cache.trim();
+                thread::yield_now();
+            }
+        });
+        s.spawn(|| {
+            let mut round = 0usize;
+            while !done.load(Ordering::Relaxed) {
+                round += 1;
+                if round % 64 == 0 {
+                    cache.try_flush();
+                } else {
+                    cache.flush_cpu(round);
+                }
+                thread::sleep(std::time::Duration::from_micros(200));
+            }
+        });
+        let consumers: Vec<_> = (0..2)
+            .map(|c| {
+                let (cache, rx) = (&cache, &rx);
+                s.spawn(move || {
+                    let mut local = (c == 1).then(|| cache.local());
+                    let mut freed = 0u64;
+                    loop {
+                        let batch = rx.lock().unwrap().recv();
+                        let Ok(batch) = batch else { break freed };
+                        freed += batch.len() as u64;
+                        for id in batch {
+                            match &mut local {
+                                Some(local) => local.free(id),
+                                None => cache.free(id),
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut workers = Vec::new();
+        for p in 0..4 {
+            let tx = tx.clone();
+            let cache = &cache;
+            workers.push(s.spawn(move || {
+                let mut local = (p % 2 == 1).then(|| cache.local());
+                let mut batch = Vec::with_capacity(32);
+                let items = share / 2;
+                for _ in 0..items {
+                    let id = alloc_waiting(|| match &mut local {
+                        Some(local) => local.alloc(),
+                        None => cache.alloc(),
+                    });
+                    batch.push(id);
+                    if batch.len() == 32 {
+                        tx.send(std::mem::take(&mut batch)).unwrap();
+                    }
+                }
+                tx.send(batch).unwrap();
+                items
+            }));
+        }
+        drop(tx);
+        for t in 0..4u64 {
+            let cache = &cache;
+            workers.push(s.spawn(move || {
+                let mut local = (t % 2 == 1).then(|| cache.local());
+                let mut held = Vec::with_capacity(16);
+                let pairs = share / 2;
+                for n in 0..pairs {
+                    let id = alloc_waiting(|| match &mut local {
+                        Some(local) => local.alloc(),
+                        None => cache.alloc(),
+                    });
+                    held.push(id);
+                    if held.len() > (n.wrapping_mul(7) % 17) as usize {
+                        for id in held.drain(..) {
+                            match &mut local {
+                                Some(local) => local.free(id),
+                                None => cache.free(id),
+                            }
+                        }
+                    }
+                }
+                for id in held {
+                    match &mut local {
+                        Some(local) => local.free(id),
+                        None => cache.free(id),
+                    }
+                }
+                2 * pairs
+            }));
+        }
+        let worked: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        let freed: u64 = consumers.into_iter().map(|c| c.join().unwrap()).sum();
+        done.store(true, Ordering::Relaxed);
+        worked + freed
+    });
+
+    let stats = cache.stats();
+    eprintln!(
+        "soak: {ops} operations in {:.1} s; {stats}",
+        start.elapsed().as_secs_f64()
+    );
+    assert!(ops >= target, "stopped early: {ops} < {target}");
+    drop(cache);
+    source.assert_all_home();
+}
+
+/// Allocates, yielding while every id is in flight (another thread will free some).
+fn alloc_waiting(mut alloc: impl FnMut() -> Option<u32>) -> u32 {
+    for _ in 0..100_000_000u64 {
+        if let Some(id) = alloc() {
+            return id;
+        }
+        thread::yield_now();
+    }
+    panic!("the source never got its ids back");
+}
