@@ -31,6 +31,7 @@
 //! cargo run --release --example seed -- --target 16 --working-set-ms 2000,100,1000
 //!                                        # a target the depot exceeds; compare intervals
 //! cargo run --release --example seed -- --modes strict     # one mode only
+//! cargo run --release --example seed -- --unpinned-jobs 12  # 12 migrating fio-like jobs
 //! cargo run --release --example seed -- --threads 2 --seconds 2
 //!                      # real threads, ops per second; the tree lock's capacity C
 //! cargo run --release --example seed -- --help
@@ -42,6 +43,8 @@
 mod contender;
 #[path = "seed/flush.rs"]
 mod flush;
+#[path = "seed/jobs.rs"]
+mod jobs;
 #[path = "seed/plot.rs"]
 mod plot;
 #[path = "seed/report.rs"]

@@ -182,8 +182,8 @@ pub struct Property {
 }
 
 /// The properties the README claims, evaluated on the outcomes of one mode. Which ones
-/// apply depends on the mode, on the load's length (`STEADY_SECONDS`) and on whether the
-/// trim target is Linux's (`target = cpus`).
+/// apply depends on the mode, on the load's length (`STEADY_SECONDS`), on whether the
+/// trim target is Linux's (`target = cpus`) and on whether the load is pinned.
 pub fn properties(outcomes: &[Outcome], scenario: &Scenario) -> Vec<Property> {
     let find = |role: Role| outcomes.iter().find(|o| o.contender.role == role);
     let (Some(fixed), Some(tick), Some(ws), Some(never)) = (
@@ -212,7 +212,11 @@ pub fn properties(outcomes: &[Outcome], scenario: &Scenario) -> Vec<Property> {
         never.allocs_per_k(),
         tick.allocs_per_k(),
     );
+    // The comparisons with Fixed{32} are claims about the pinned load the README shows;
+    // with --unpinned-jobs the slots that jobs leave behind dominate the slow path.
+    let pinned = scenario.unpinned_jobs.is_none();
     match mode {
+        _ if !pinned => {}
         Mode::Strict if steady => claim(
             "WorkingSet slow allocs/1k I/O <= 1/5 of Fixed{32}'s".into(),
             w <= f / 5.0,
@@ -251,8 +255,8 @@ pub fn properties(outcomes: &[Outcome], scenario: &Scenario) -> Vec<Property> {
         ),
     }
     claim(
-        "WorkingSet slow allocs/1k I/O within 25% of the never-trimmed depot's".into(),
-        (w - n).abs() <= 0.25 * n,
+        "WorkingSet slow allocs/1k I/O at most 25% above the never-trimmed depot's".into(),
+        w <= 1.25 * n,
         format!("{w:.4} vs {n:.4}"),
     );
     if linux_target {
@@ -261,8 +265,8 @@ pub fn properties(outcomes: &[Outcome], scenario: &Scenario) -> Vec<Property> {
         // what `--target 16` shows), so these hold only for Linux's target.
         if mode.lazy() {
             claim(
-                "OnePerTick slow allocs/1k I/O within 25% of the never-trimmed depot's (target = cpus)".into(),
-                (t - n).abs() <= 0.25 * n,
+                "OnePerTick slow allocs/1k I/O at most 25% above the never-trimmed depot's (target = cpus)".into(),
+                t <= 1.25 * n,
                 format!("{t:.4} vs {n:.4}"),
             );
         }

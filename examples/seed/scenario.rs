@@ -92,6 +92,14 @@ pub struct Scenario {
     /// is the one the checks use, the others are extra rows to compare intervals.
     #[arg(long, value_delimiter = ',', default_value = "2000")]
     pub working_set_ms: Vec<u64>,
+    /// Instead of one pinned submitter per vCPU: this many jobs (like fio's), not pinned,
+    /// each keeping cpus x depth / J I/Os in flight and moving to a random CPU every
+    /// --migrate-every completions.
+    #[arg(long)]
+    pub unpinned_jobs: Option<usize>,
+    /// With --unpinned-jobs: a job's completions between two migrations.
+    #[arg(long, default_value_t = 10_000)]
+    pub migrate_every: u64,
     /// The unmap modes to run, comma-separated; one table each.
     #[arg(
         long,
@@ -181,6 +189,8 @@ impl Scenario {
             ("--fq-size", self.fq_size),
             ("--fq-timeout-ms", self.fq_timeout_ms as usize),
             ("--threads", self.threads.unwrap_or(1)),
+            ("--unpinned-jobs", self.unpinned_jobs.unwrap_or(1)),
+            ("--migrate-every", self.migrate_every as usize),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{flag} must be at least 1"));
@@ -190,6 +200,9 @@ impl Scenario {
         }
         if !(self.seconds > 0.0 && self.idle_seconds >= 0.0) {
             return Err("--seconds must be positive and --idle-seconds not negative".into());
+        }
+        if self.threads.is_some() && self.unpinned_jobs.is_some() {
+            return Err("--threads runs the pinned load only: drop --unpinned-jobs".into());
         }
         if self.modes.is_empty() {
             return Err("--modes needs at least one of strict, lazy-irq, lazy-submit".into());

@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::contender::Contender;
 use crate::flush::{FlushCounts, FlushQueues};
+use crate::jobs::JobLoad;
 use crate::scenario::{Mode, Scenario};
 use crate::source::{CountingIds, SlowPath};
 use crate::workload::{irq_cpus, IrqGroup, Unmap};
@@ -155,6 +156,46 @@ impl Unmapper {
     }
 }
 
+/// The submitters: one per vCPU, pinned (the default), or `--unpinned-jobs` migrating jobs.
+enum Load {
+    Pinned(Vec<IrqGroup<u32>>),
+    Jobs(JobLoad<u32>),
+}
+
+impl Load {
+    /// One interrupt (on a uniformly chosen IRQ CPU for the pinned load); returns the I/Os
+    /// it completed.
+    fn interrupt(
+        &mut self,
+        cache: &Cache<CountingIds>,
+        rng: &mut impl Rng,
+        batch: usize,
+        unmap: &mut impl FnMut(Unmap<u32>),
+    ) -> usize {
+        match self {
+            Load::Pinned(groups) => {
+                let group = rng.random_range(0..groups.len());
+                groups[group].interrupt(cache, rng, batch, unmap)
+            }
+            Load::Jobs(jobs) => jobs.interrupt(cache, rng, batch, unmap),
+        }
+    }
+
+    fn complete_all(&mut self, unmap: &mut impl FnMut(Unmap<u32>)) {
+        match self {
+            Load::Pinned(groups) => groups.iter_mut().for_each(|g| g.complete_all(unmap)),
+            Load::Jobs(jobs) => jobs.complete_all(unmap),
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        match self {
+            Load::Pinned(groups) => groups.iter().map(IrqGroup::in_flight).sum(),
+            Load::Jobs(jobs) => jobs.in_flight(),
+        }
+    }
+}
+
 /// The simulation of one policy in progress.
 struct Run<'a> {
     scenario: &'a Scenario,
@@ -193,19 +234,22 @@ pub fn simulate(
     // The same seed for every policy: they all see the same completions in the same order
     // (the random draws never depend on the cache's state).
     let mut rng = SmallRng::seed_from_u64(scenario.seed);
-    let mut groups: Vec<_> = irq_cpus(scenario)
-        .map(|irq| IrqGroup::submit(&run.cache, scenario, irq))
-        .collect();
+    let mut load = match scenario.unpinned_jobs {
+        None => Load::Pinned(
+            irq_cpus(scenario)
+                .map(|irq| IrqGroup::submit(&run.cache, scenario, irq))
+                .collect(),
+        ),
+        Some(jobs) => Load::Jobs(JobLoad::submit(&run.cache, scenario, jobs)),
+    };
 
-    let (warm, done) = run.load(&mut groups, &mut rng, bar);
+    let (warm, done) = run.load(&mut load, &mut rng, bar);
     let load_end_ns = scenario.ns_at(done.ios);
     let depot_peak = run.cache.stats().depot_peak;
     // The load stops: the device completes what is in flight, nobody resubmits.
     {
         let (cache, unmapper) = (&run.cache, &mut run.unmapper);
-        for group in &mut groups {
-            group.complete_all(&mut |io| unmapper.unmap(cache, io, load_end_ns));
-        }
+        load.complete_all(&mut |io| unmapper.unmap(cache, io, load_end_ns));
     }
     let held_at_load_end = run.cache.cached() + run.unmapper.queued();
     let back_to_target_ns = run.idle(load_end_ns);
@@ -213,7 +257,7 @@ pub fn simulate(
     let depot_after_idle = run.cache.stats().depot_full;
     bar.finish();
 
-    let audit = run.audit(groups.iter().map(IrqGroup::in_flight).sum());
+    let audit = run.audit(load.in_flight());
     Outcome {
         mode,
         contender: contender.clone(),
@@ -257,20 +301,14 @@ impl Run<'_> {
     /// Runs the load: random interrupts until the scenario's I/O count is reached, with
     /// trims and samples on schedule. Returns the marks at the end of the warm-up and at
     /// the end of the load.
-    fn load(
-        &mut self,
-        groups: &mut [IrqGroup<u32>],
-        rng: &mut impl Rng,
-        bar: &ProgressBar,
-    ) -> (Mark, Mark) {
+    fn load(&mut self, load: &mut Load, rng: &mut impl Rng, bar: &ProgressBar) -> (Mark, Mark) {
         let (total, warmup) = (self.scenario.total_ios(), self.scenario.warmup_ios());
         let mut warm = (warmup == 0).then(|| self.mark(0));
         let mut done = 0;
         while done < total {
-            let group = rng.random_range(0..groups.len());
             let now = self.scenario.ns_at(done);
             let (cache, unmapper) = (&self.cache, &mut self.unmapper);
-            done += groups[group].interrupt(cache, rng, self.scenario.batch, &mut |io| {
+            done += load.interrupt(cache, rng, self.scenario.batch, &mut |io| {
                 unmapper.unmap(cache, io, now)
             }) as u64;
             if warm.is_none() && done >= warmup {
