@@ -201,6 +201,9 @@ impl Scenario {
         if !(self.seconds > 0.0 && self.idle_seconds >= 0.0) {
             return Err("--seconds must be positive and --idle-seconds not negative".into());
         }
+        if self.threads.is_some() && self.check {
+            return Err("--check verifies the simulation's properties: drop --threads".into());
+        }
         if self.threads.is_some() && self.unpinned_jobs.is_some() {
             return Err("--threads runs the pinned load only: drop --unpinned-jobs".into());
         }
