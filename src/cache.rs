@@ -49,6 +49,18 @@ use crate::sync::{AtomicBool, Backoff, Ordering};
 /// assert_eq!(cache.alloc(), Some(id), "a freed id comes back from the magazine");
 /// assert_eq!(cache.stats().alloc_hits, 1);
 /// ```
+///
+/// # The caller's obligation: free each item once
+///
+/// [`free`](Self::free) and [`free_on`](Self::free_on) take any `S::Item` on trust: the
+/// cache never looks inside an item. An item freed twice is cached twice and later handed
+/// out to two owners; an item that did not come from this cache or its source is cached
+/// and eventually passed to the source's `free_batch`. The cache cannot detect either, so
+/// [conservation](crate::docs::design#invariant-1-conservation) holds only for callers that
+/// free each allocated item exactly once. When callers cannot be trusted, put a checking
+/// front end before the cache, as `magazine::iova::IovaDomain` does (feature `iova`): it
+/// records what its fast path hands out and refuses a double or foreign free with an
+/// error. See [`docs::obligations`](crate::docs::obligations).
 pub struct Cache<S: Source> {
     slots: Box<[CachePadded<Slot<S::Item>>]>,
     depot: Depot<S::Item>,
@@ -100,6 +112,26 @@ pub(crate) struct LocalCounts {
 impl<S: Source> Cache<S> {
     /// A cache with [`Config::default`]: magazines of 127 items, a slot per CPU, a
     /// dynamic depot trimmed by working set.
+    ///
+    /// # Panics
+    ///
+    /// As [`with_config`](Self::with_config); with the default magazine of 127 items that
+    /// is never for items under ~72 PB, but the allocation itself may abort as described
+    /// there.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// assert_eq!(cache.config().magazine_size, 127);
+    /// ```
     pub fn new(source: S) -> Self {
         Self::with_config(source, Config::default())
     }
@@ -108,7 +140,28 @@ impl<S: Source> Cache<S> {
     ///
     /// # Panics
     ///
-    /// If `config.magazine_size` or `config.cpus` is 0.
+    /// If `config.magazine_size` or `config.cpus` is 0, or with "capacity overflow" if one
+    /// magazine of `config.magazine_size` items exceeds `isize::MAX` bytes
+    /// (`magazine_size * size_of::<S::Item>()`). Every CPU slot allocates its two magazines
+    /// up front, `cpus * 2 * magazine_size` items in all: if the allocator cannot provide
+    /// that memory the process aborts, as for any `Vec`, rather than panics. Building a
+    /// magazine takes time proportional to `magazine_size`, even for zero-sized items.
+    ///
+    /// ```
+    /// use magazine::{Cache, Config, DepotPolicy};
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// // Linux <= 6.6: magazines of 127, at most 32 full ones in the depot.
+    /// let config = Config { depot: DepotPolicy::Fixed { max_full: 32 }, ..Config::default() };
+    /// let cache = Cache::with_config(Ids(Default::default()), config);
+    /// assert_eq!(cache.config().depot, DepotPolicy::Fixed { max_full: 32 });
+    /// ```
     pub fn with_config(source: S, config: Config) -> Self {
         Self::with_options(source, config, Options::default())
     }
@@ -117,7 +170,31 @@ impl<S: Source> Cache<S> {
     ///
     /// # Panics
     ///
-    /// If `config.magazine_size` or `config.cpus` is 0.
+    /// If `config.magazine_size` or `config.cpus` is 0, or with "capacity overflow" if one
+    /// magazine of `config.magazine_size` items exceeds `isize::MAX` bytes
+    /// (`magazine_size * size_of::<S::Item>()`). Every CPU slot allocates its two magazines
+    /// up front, `cpus * 2 * magazine_size` items in all: if the allocator cannot provide
+    /// that memory the process aborts, as for any `Vec`, rather than panics. Building a
+    /// magazine takes time proportional to `magazine_size`, even for zero-sized items.
+    ///
+    /// ```
+    /// use magazine::{Cache, Config, Options};
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let mut options = Options::default();
+    /// options.max_empty = Some(2); // keep at most 2 empty magazines for reuse
+    /// options.current_cpu = Some(|| 0); // e.g. a no_std target's CPU-id register
+    /// let cache = Cache::with_options(Ids(Default::default()), Config::default(), options);
+    /// let id = cache.alloc().unwrap();
+    /// cache.free(id);
+    /// assert_eq!(cache.alloc_on(0), Some(id), "alloc and free used slot 0");
+    /// ```
     pub fn with_options(source: S, config: Config, options: Options) -> Self {
         assert!(
             config.magazine_size > 0,
@@ -145,6 +222,52 @@ impl<S: Source> Cache<S> {
     /// is everything returned to the source and the allocation retried once (Linux's
     /// `alloc_iova_fast(..., flush_rcache = true)`). `None` means the source is empty even
     /// then.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let id = cache.alloc().expect("the source is never exhausted");
+    /// assert_eq!(cache.stats().source_allocs, 1, "nothing cached yet: the slow path");
+    /// cache.free(id);
+    /// ```
+    ///
+    /// When the source runs dry:
+    ///
+    /// ```
+    /// use magazine::{Cache, Source};
+    /// use std::sync::Mutex;
+    ///
+    /// /// Two ids only.
+    /// struct Two(Mutex<Vec<u32>>);
+    /// impl Source for Two {
+    ///     type Item = u32;
+    ///     fn alloc(&self) -> Option<u32> { self.0.lock().unwrap().pop() }
+    ///     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { self.0.lock().unwrap().extend(items) }
+    /// }
+    ///
+    /// let cache = Cache::new(Two(Mutex::new(vec![0, 1])));
+    /// let a = cache.alloc_on(0).unwrap();
+    /// let b = cache.alloc_on(0).unwrap();
+    /// cache.free_on(1, a); // cached on slot 1
+    /// // The source is empty: alloc takes what is cached elsewhere (here it steals slot 1's
+    /// // magazine); returning everything to the source and retrying is the last resort.
+    /// assert_eq!(cache.alloc_on(0), Some(a));
+    /// let stats = cache.stats();
+    /// assert_eq!(stats.exhaustion_flushes, 1, "one allocation found the source exhausted");
+    /// assert_eq!(stats.steals, 1);
+    /// assert_eq!(stats.source_frees, 0, "nothing had to be flushed");
+    /// assert_eq!(cache.alloc_on(0), None, "both ids are out");
+    /// cache.free(a);
+    /// cache.free(b);
+    /// ```
     #[inline]
     pub fn alloc(&self) -> Option<S::Item> {
         self.alloc_on(self.current_cpu())
@@ -153,6 +276,22 @@ impl<S: Source> Cache<S> {
     /// Frees an item: into the current CPU's magazines, else by giving a full magazine to
     /// the depot, else (a `Fixed` depot at its cap) by returning a magazine's worth of
     /// items to the source.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let id = cache.alloc().unwrap();
+    /// cache.free(id); // into the current CPU's loaded magazine
+    /// assert_eq!(cache.stats().free_hits, 1);
+    /// ```
     #[inline]
     pub fn free(&self, item: S::Item) {
         self.free_on(self.current_cpu(), item)
@@ -160,6 +299,22 @@ impl<S: Source> Cache<S> {
 
     /// [`alloc`](Self::alloc) on the slot of `cpu` (taken modulo [`Config::cpus`]), for
     /// pinned threads and simulators.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let id = cache.alloc_on(3).unwrap();
+    /// cache.free_on(3, id);
+    /// assert_eq!(cache.alloc_on(3), Some(id), "slot 3's magazine serves it");
+    /// ```
     #[inline]
     pub fn alloc_on(&self, cpu: usize) -> Option<S::Item> {
         let Some(mut slot) = self.take_slot(cpu) else {
@@ -175,6 +330,27 @@ impl<S: Source> Cache<S> {
     }
 
     /// [`free`](Self::free) on the slot of `cpu` (taken modulo [`Config::cpus`]).
+    ///
+    /// ```
+    /// use magazine::{Cache, Config};
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// // The imbalanced pattern: CPU 0 allocates, CPU 1 frees (an IRQ completing I/O).
+    /// let config = Config { magazine_size: 4, cpus: 2, ..Config::default() };
+    /// let cache = Cache::with_config(Ids(Default::default()), config);
+    /// let ids: Vec<u32> = (0..12).map(|_| cache.alloc_on(0).unwrap()).collect();
+    /// ids.into_iter().for_each(|id| cache.free_on(1, id));
+    /// // Slot 1 holds two full magazines; the third went to the depot for slot 0 to take.
+    /// assert_eq!(cache.stats().depot_full, 1);
+    /// assert!(cache.alloc_on(0).is_some());
+    /// assert_eq!(cache.stats().depot_pops, 1);
+    /// ```
     #[inline]
     pub fn free_on(&self, cpu: usize, item: S::Item) {
         let Some(mut slot) = self.take_slot(cpu) else {
@@ -191,11 +367,44 @@ impl<S: Source> Cache<S> {
     /// `accept` returns true. For callers whose source needs arguments the `Source` trait
     /// does not carry, such as an IOVA allocator's `limit_pfn`: on `None` they call their
     /// allocator themselves.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let ids: Vec<u32> = (0..4).map(|_| cache.alloc_on(0).unwrap()).collect(); // 0, 1, 2, 3
+    /// ids.into_iter().for_each(|id| cache.free_on(0, id));
+    /// // Only ids below 2 will do (say, addresses under a device's limit): the newest such one.
+    /// assert_eq!(cache.alloc_cached_where_on(0, |&id| id < 2), Some(1));
+    /// // Nothing cached fits: None, and the source is not asked.
+    /// assert_eq!(cache.alloc_cached_where_on(0, |&id| id > 100), None);
+    /// assert_eq!(cache.stats().source_allocs, 4);
+    /// ```
+    ///
+    /// # Do not re-enter the cache from `accept`
+    ///
+    /// `accept` runs while the calling thread holds a CPU slot. If it calls
+    /// [`cached`](Self::cached) or [`flush`](Self::flush) on the same cache, or
+    /// [`flush_cpu`](Self::flush_cpu) for the slot it holds, that call waits for the slot to
+    /// be free, and the thread waits for itself forever. `alloc` and `free` from `accept` do
+    /// not hang (the held slot is a busy miss) but are rarely what you want: keep `accept` a
+    /// test of the item. See
+    /// [`docs::obligations`](crate::docs::obligations#callbacks-must-not-re-enter-the-cache).
     pub fn alloc_cached_where(&self, accept: impl FnMut(&S::Item) -> bool) -> Option<S::Item> {
         self.alloc_cached_where_on(self.current_cpu(), accept)
     }
 
     /// [`alloc_cached_where`](Self::alloc_cached_where) on the slot of `cpu`.
+    ///
+    /// `accept` must not re-enter the cache either: see
+    /// [`alloc_cached_where`](Self::alloc_cached_where).
     pub fn alloc_cached_where_on(
         &self,
         cpu: usize,
@@ -219,25 +428,81 @@ impl<S: Source> Cache<S> {
     }
 
     /// Returns a per-thread handle whose hits touch no atomic at all (see [`LocalCache`]).
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let mut local = cache.local(); // one per worker thread
+    /// let id = local.alloc().unwrap();
+    /// local.free(id);
+    /// assert_eq!(local.alloc(), Some(id), "a hit: no atomic instruction");
+    /// drop(local); // its magazines go to the depot, nothing is lost
+    /// ```
     pub fn local(&self) -> LocalCache<'_, S> {
         LocalCache::new(self)
     }
 
     /// One trim step of the depot policy; returns the number of full magazines released
-    /// (their items go to the source). Call it periodically; the cache starts no thread
-    /// of its own.
+    /// (their items go to the source). Call it periodically: the cache starts no thread of
+    /// its own (`Cache::start_default_reaper`, feature `std`, starts one that does). How
+    /// often depends on the policy; one recommendation each ([`docs::trimming`] has the
+    /// measurements behind them):
     ///
-    /// - `Dynamic { trim: WorkingSet }` releases the magazines that stayed in the depot
-    ///   during the whole interval since the previous call, never more, and never going
-    ///   below `target`; with [`Options::reclaim_idle_slots`] (on by default here) the
-    ///   magazines of CPU slots that nobody used during the interval count as such too;
-    /// - `Dynamic { trim: OnePerTick }` releases one magazine if the depot holds more than
-    ///   `target`;
-    /// - `Fixed` releases no full magazine.
+    /// - `Dynamic { trim: WorkingSet }` (the default): every **2 s**. The interval is the
+    ///   working-set window: a trim releases the magazines that stayed in the depot during
+    ///   the whole interval since the previous call, never more, and never going below
+    ///   `target`; with [`Options::reclaim_idle_slots`] (on by default here) the magazines
+    ///   of CPU slots that nobody used during the interval count as such too. Shorter
+    ///   intervals release magazines that are needed again moments later (in the seed
+    ///   scenario, 100 ms cost 16x the slow-path allocations of a depot never trimmed;
+    ///   2 s, 1.1x).
+    /// - `Dynamic { trim: OnePerTick }`: every **100 ms**, Linux's period. The interval is
+    ///   the release rate: one magazine per call while the depot holds more than `target`.
+    /// - `Fixed`: releases no full magazine; every 2 s frees idle empty ones.
     ///
     /// In every policy, partly filled and empty depot magazines unused during the whole
     /// interval are released and freed. A trim that finds another trim running returns 0
-    /// at once.
+    /// at once. What a trim takes from the depot counts in [`Stats::depot_pops`] and what it
+    /// returns in [`Stats::source_frees`]; [`Stats::trimmed`] counts the magazines alone.
+    /// Magazines it reclaims from idle slots into the depot count in
+    /// [`Stats::depot_pushes`].
+    ///
+    /// ```
+    /// use magazine::{Cache, Config, DepotPolicy, Trim};
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let depot = DepotPolicy::Dynamic { target: 1, trim: Trim::WorkingSet };
+    /// let config = Config { magazine_size: 2, cpus: 1, depot };
+    /// let cache = Cache::with_config(Ids(Default::default()), config);
+    /// let ids: Vec<u32> = (0..10).map(|_| cache.alloc_on(0).unwrap()).collect();
+    /// ids.into_iter().for_each(|id| cache.free_on(0, id));
+    /// assert_eq!(cache.stats().depot_full, 3, "4 ids in the slot, 3 magazines of 2 in the depot");
+    /// // Every 2 s in a real program (docs::trimming). The first call opens an interval; the
+    /// // next releases what nobody used during it, down to the target: the depot's 3 magazines
+    /// // and, since the slot saw no operation either, its 2 (`Options::reclaim_idle_slots`).
+    /// assert_eq!(cache.trim(), 0);
+    /// assert_eq!(cache.trim(), 4);
+    /// let stats = cache.stats();
+    /// assert_eq!((stats.trimmed, stats.source_frees), (4, 8), "4 magazines of 2 went home");
+    /// assert_eq!(stats.depot_full, 1);
+    /// assert_eq!(cache.cached(), 2, "one magazine of 2 kept at the target");
+    /// ```
+    ///
+    /// [`docs::trimming`]: crate::docs::trimming
     pub fn trim(&self) -> usize {
         let mut popped = 0;
         let released = self.depot.trim(
@@ -255,6 +520,25 @@ impl<S: Source> Cache<S> {
     /// Returns the items of `cpu`'s slot to the source, like a CPU going offline. Waits
     /// for a thread that is working on that slot to finish; the source runs after the
     /// slot is given back.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let id = cache.alloc_on(0).unwrap();
+    /// cache.free_on(0, id);
+    /// assert_eq!(cache.cached(), 1);
+    /// cache.flush_cpu(0); // CPU 0 goes offline: its items go back to the source
+    /// assert_eq!(cache.cached(), 0);
+    /// assert_eq!(cache.stats().source_frees, 1);
+    /// ```
     pub fn flush_cpu(&self, cpu: usize) {
         let magazines = self.slots[cpu % self.slots.len()]
             .take()
@@ -265,6 +549,24 @@ impl<S: Source> Cache<S> {
     /// Returns every cached item to the source: every slot (waiting for busy ones), then
     /// every depot magazine. Empty magazines are freed. Live [`LocalCache`] handles keep
     /// their own magazines.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let ids: Vec<u32> = (0..300).map(|_| cache.alloc_on(0).unwrap()).collect();
+    /// ids.into_iter().for_each(|id| cache.free_on(1, id));
+    /// cache.flush(); // slots and depot: everything goes home
+    /// assert_eq!(cache.cached(), 0);
+    /// assert_eq!(cache.stats().source_frees, 300);
+    /// ```
     pub fn flush(&self) {
         for cpu in 0..self.slots.len() {
             self.flush_cpu(cpu);
@@ -274,6 +576,23 @@ impl<S: Source> Cache<S> {
 
     /// Like [`flush`](Self::flush), but skips slots that another thread is working on
     /// instead of waiting for them.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let id = cache.alloc_on(0).unwrap();
+    /// cache.free_on(0, id);
+    /// cache.try_flush(); // no other thread holds a slot: the same as flush
+    /// assert_eq!(cache.cached(), 0);
+    /// ```
     pub fn try_flush(&self) {
         for slot in self.slots.iter() {
             let Some(mut slot) = slot.try_take() else {
@@ -287,6 +606,26 @@ impl<S: Source> Cache<S> {
     }
 
     /// A snapshot of the counters (see [`Stats`]).
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// for _ in 0..100 {
+    ///     let id = cache.alloc_on(0).unwrap();
+    ///     cache.free_on(0, id);
+    /// }
+    /// let stats = cache.stats();
+    /// assert_eq!((stats.alloc_hits, stats.source_allocs), (99, 1));
+    /// println!("{stats}"); // alloc 99/100 hits (99.0%), free 100/100 hits (100.0%), ...
+    /// ```
     pub fn stats(&self) -> Stats {
         let sum = |counter: fn(&Slot<S::Item>) -> &OwnedCounter| -> u64 {
             self.slots.iter().map(|slot| counter(slot).get()).sum()
@@ -314,11 +653,40 @@ impl<S: Source> Cache<S> {
     }
 
     /// The backing allocator.
+    ///
+    /// ```
+    /// use magazine::{Cache, Source};
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// # struct Ids(AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(AtomicU32::new(0)));
+    /// cache.alloc().unwrap();
+    /// assert_eq!(cache.source().0.load(Ordering::Relaxed), 1, "one id handed out");
+    /// ```
     pub fn source(&self) -> &S {
         &self.source
     }
 
     /// The configuration the cache was built with.
+    ///
+    /// ```
+    /// use magazine::{Cache, Config};
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// assert_eq!(cache.config(), &Config::default());
+    /// ```
     pub fn config(&self) -> &Config {
         &self.config
     }
@@ -326,6 +694,23 @@ impl<S: Source> Cache<S> {
     /// Items held in the CPU slots and the depot (not in `LocalCache` handles). Takes
     /// each slot in turn (waiting for busy ones), so the figure is exact only when
     /// quiescent.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let ids: Vec<u32> = (0..5).map(|_| cache.alloc_on(0).unwrap()).collect();
+    /// assert_eq!(cache.cached(), 0, "all five in the caller's hands");
+    /// ids.into_iter().for_each(|id| cache.free_on(0, id));
+    /// assert_eq!(cache.cached(), 5);
+    /// ```
     pub fn cached(&self) -> usize {
         let in_slots: usize = self
             .slots

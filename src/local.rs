@@ -18,6 +18,11 @@ use crate::source::Source;
 /// a `Fixed` depot is at its cap: nothing is lost, and the items stay cached for other
 /// threads. It is `Send`, so it may be dropped on another thread.
 ///
+/// Like [`Cache::free`], [`free`](Self::free) takes any item on trust: free each item at
+/// most once per allocation, and only items of this cache or its source. A double or
+/// foreign free is not detected and leads to an item handed out twice or given to the
+/// source (see [`docs::obligations`](crate::docs::obligations)).
+///
 /// Upholds [invariant 1](crate::docs::design#invariant-1-conservation) (its magazines are owned, never shared) and 3 (no path
 /// waits for another thread).
 ///
@@ -73,7 +78,25 @@ impl<'a, S: Source> LocalCache<'a, S> {
     }
 
     /// Allocates an item: from this handle's magazines, else a full magazine from the
-    /// depot, else the source (with the cache's flush-and-retry on exhaustion).
+    /// depot, else the source. When the source is exhausted, the cache's exhaustion path
+    /// runs: a magazine taken from another CPU's slot, then flush-and-retry.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let mut local = cache.local();
+    /// let first = local.alloc().unwrap(); // a miss: the depot is empty, the source serves
+    /// local.free(first);
+    /// assert_eq!(local.alloc(), Some(first), "a hit in the handle's own magazine");
+    /// ```
     #[inline]
     pub fn alloc(&mut self) -> Option<S::Item> {
         match self.magazines.alloc() {
@@ -87,6 +110,27 @@ impl<'a, S: Source> LocalCache<'a, S> {
 
     /// Frees an item: into this handle's magazines, else by giving a full magazine to the
     /// depot, else to the source.
+    ///
+    /// ```
+    /// use magazine::{Cache, Config};
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let config = Config { magazine_size: 2, ..Config::default() };
+    /// let cache = Cache::with_config(Ids(Default::default()), config);
+    /// let mut local = cache.local();
+    /// let ids: Vec<u32> = (0..6).map(|_| local.alloc().unwrap()).collect();
+    /// ids.into_iter().for_each(|id| local.free(id));
+    /// // Two magazines of 2 in the handle; the third full one went to the depot.
+    /// assert_eq!(cache.stats().depot_full, 1);
+    /// drop(local);
+    /// assert_eq!(cache.stats().depot_full, 3, "the handle's magazines joined it");
+    /// ```
     #[inline]
     pub fn free(&mut self, item: S::Item) {
         match self.magazines.free(item) {
@@ -96,6 +140,21 @@ impl<'a, S: Source> LocalCache<'a, S> {
     }
 
     /// The cache this handle belongs to.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let local = cache.local();
+    /// assert!(std::ptr::eq(local.cache(), &cache));
+    /// ```
     pub fn cache(&self) -> &'a Cache<S> {
         self.cache
     }

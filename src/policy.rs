@@ -15,11 +15,14 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Trim {
     /// Linux >= 6.7: each trim releases one full magazine while the depot holds more than
-    /// `target` (Linux runs it every 100 ms while `depot_size > num_online_cpus()`).
+    /// `target` (Linux runs it every 100 ms while `depot_size > num_online_cpus()`). Call
+    /// `trim()` every 100 ms, as Linux does: the interval is the rate.
     OnePerTick,
     /// Bonwick & Adams: each trim releases the magazines that nobody needed during the
     /// whole interval since the previous trim, i.e. the interval's low-water mark of the
-    /// full stack (never going below `target`), all at once.
+    /// full stack (never going below `target`), all at once. Call `trim()` every 2 s: the
+    /// interval is the working-set window
+    /// ([`docs::trimming`](crate::docs::trimming)).
     WorkingSet,
 }
 
@@ -36,13 +39,21 @@ pub enum Trim {
 pub enum DepotPolicy {
     /// Linux <= 6.6: at most `max_full` full magazines; a full magazine that does not fit
     /// is returned to the source in one `free_batch` call. `trim` never releases full
-    /// magazines.
+    /// magazines. A `max_full` above the bound of a [`Dynamic`](Self::Dynamic) depot (65279
+    /// full magazines on 32-bit targets) acts as that bound.
     Fixed {
         /// The cap on full magazines (Linux: `MAX_GLOBAL_MAGS = 32`).
         max_full: usize,
     },
-    /// The depot grows without bound; [`Cache::trim`](crate::Cache::trim) shrinks it
-    /// toward `target` full magazines with the given rule.
+    /// The depot grows without bound, short of the most magazines a depot stack can count:
+    /// 2^32 - 1 on 64-bit targets, **65535 on 32-bit targets** (see
+    /// [`docs::obligations`](crate::docs::obligations#depot-length-on-32-bit-targets)). The
+    /// last 256 of those places are kept for the rescue path, which holds a magazine while
+    /// a panicking source unwinds and never panics, so the depot holds at most 65279 full
+    /// magazines on 32-bit targets (2^32 - 257 on 64-bit ones); a full magazine beyond that
+    /// is returned to the source, as a `Fixed` depot's overflow is.
+    /// [`Cache::trim`](crate::Cache::trim) shrinks it toward `target` full magazines with
+    /// the given rule.
     Dynamic {
         /// The number of full magazines trimming leaves in place.
         target: usize,
@@ -81,9 +92,19 @@ impl DepotPolicy {
 /// };
 /// assert_eq!(config.magazine_size, 64);
 /// ```
+///
+/// # Panics
+///
+/// `Config` itself never panics; the cache constructors check it (a `magazine_size` or
+/// `cpus` of 0, a magazine too large for the address space).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
-    /// Items per magazine (Linux: `IOVA_MAG_SIZE = 127`). At least 1.
+    /// Items per magazine (Linux: `IOVA_MAG_SIZE = 127`). At least 1. Every magazine is
+    /// allocated at its full size (two per CPU slot when the cache is built, more as the
+    /// depot grows), so keep it in the tens to hundreds: a cache constructor panics with
+    /// "capacity overflow" when `magazine_size * size_of::<Item>()` exceeds `isize::MAX`
+    /// bytes, and aborts when the memory is not available (see the `# Panics` section of
+    /// [`Cache::with_config`](crate::Cache::with_config)).
     pub magazine_size: usize,
     /// Number of per-CPU slots. CPU ids at or above it share slots (id modulo `cpus`).
     /// At least 1.
