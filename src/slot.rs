@@ -90,7 +90,7 @@ impl<T> Slot<T> {
     }
 
     /// MUTANT (model checks only): a guard without taking the slot, for the
-    /// `steal_unowned` twin of `Cache::take_other_slot_for`.
+    /// `steal_unowned` twin of `Cache::take_victim`.
     #[cfg(magazine_mutant = "steal_unowned")]
     pub(crate) fn take_unowned(&self) -> Option<SlotGuard<'_, T>> {
         Some(SlotGuard { slot: self })

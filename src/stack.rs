@@ -50,10 +50,6 @@ pub(crate) struct Stack<T> {
     len: AtomicUsize,
     /// Linked magazines not claimed by a pop, and their low-water mark (see [`Level`]).
     level: Level,
-    /// MUTANT (model checks only): one popped node kept for the next push, re-linked
-    /// without waiting for the epoch. The ABA bug of the module docs.
-    #[cfg(magazine_mutant = "pop_relink_without_epoch")]
-    recycled: AtomicPtr<Node<T>>,
 }
 
 // SAFETY: the stack owns magazines of `T` and hands each to exactly one thread.
@@ -68,8 +64,6 @@ impl<T> Stack<T> {
             head: AtomicPtr::new(ptr::null_mut()),
             len: AtomicUsize::new(0),
             level: Level::new(),
-            #[cfg(magazine_mutant = "pop_relink_without_epoch")]
-            recycled: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
@@ -129,13 +123,10 @@ impl<T> Stack<T> {
     }
 
     fn link(&self, magazine: Magazine<T>) {
-        #[cfg(not(magazine_mutant = "pop_relink_without_epoch"))]
         let node = Box::into_raw(Box::new(Node {
             next: UnsafeCell::new(ptr::null_mut()),
             magazine: UnsafeCell::new(ManuallyDrop::new(magazine)),
         }));
-        #[cfg(magazine_mutant = "pop_relink_without_epoch")]
-        let node = self.relink(magazine);
         let backoff = Backoff::new();
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
@@ -205,49 +196,8 @@ impl<T> Stack<T> {
                 .with_mut(|magazine| ManuallyDrop::take(&mut *magazine))
         };
         self.len.fetch_sub(1, Ordering::SeqCst);
-        // SAFETY: the node is unlinked and can no longer be reached from `head`; threads that
-        // read it are pinned, and the epoch runs this only after they all unpin. The node's
-        // magazine was moved out above and is `ManuallyDrop`, so dropping the box frees
-        // memory only.
-        #[cfg(not(magazine_mutant = "pop_relink_without_epoch"))]
-        unsafe {
-            guard.defer_unchecked(move || drop(Box::from_raw(head)))
-        };
-        // MUTANT: keep the node for the next push at once, not after the epoch.
-        #[cfg(magazine_mutant = "pop_relink_without_epoch")]
-        self.recycle(head, guard);
+        retire(head, &guard);
         Some(magazine)
-    }
-
-    /// MUTANT: offers a popped node for reuse by the next push (a node displaced is leaked).
-    #[cfg(magazine_mutant = "pop_relink_without_epoch")]
-    fn recycle(&self, node: *mut Node<T>, guard: sync::Guard) {
-        let _ = self.recycled.compare_exchange(
-            ptr::null_mut(),
-            node,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        );
-        drop(guard);
-    }
-
-    /// MUTANT: the recycled node if there is one (else a fresh one), rewritten for a push.
-    #[cfg(magazine_mutant = "pop_relink_without_epoch")]
-    fn relink(&self, magazine: Magazine<T>) -> *mut Node<T> {
-        let node = self.recycled.swap(ptr::null_mut(), Ordering::AcqRel);
-        if node.is_null() {
-            return Box::into_raw(Box::new(Node {
-                next: UnsafeCell::new(ptr::null_mut()),
-                magazine: UnsafeCell::new(ManuallyDrop::new(magazine)),
-            }));
-        }
-        // SAFETY: none; this is the bug the model checkers must find.
-        unsafe {
-            (*node)
-                .magazine
-                .with_mut(|slot| slot.write(ManuallyDrop::new(magazine)))
-        };
-        node
     }
 
     /// Nodes reachable from `head`, counted by walking the list; only meaningful when
@@ -263,6 +213,23 @@ impl<T> Stack<T> {
         }
         count
     }
+}
+
+/// Frees an unlinked node once no thread can read it any more: after every thread pinned
+/// now has unpinned. The node's magazine has been moved out (it is `ManuallyDrop`), so this
+/// frees memory only.
+fn retire<T>(node: *mut Node<T>, guard: &sync::Guard) {
+    if cfg!(magazine_mutant = "pop_frees_without_epoch") {
+        // MUTANT: frees the node at once. The allocator hands its address to the next
+        // push, so a popper that read it before can win its CAS with a stale `next`: the
+        // ABA bug of the module docs.
+        // SAFETY: none; this is the bug the model checkers must find.
+        drop(unsafe { Box::from_raw(node) });
+        return;
+    }
+    // SAFETY: the node is unlinked and can no longer be reached from `head`; threads that
+    // read it are pinned, and the epoch runs this only after they all unpin.
+    unsafe { guard.defer_unchecked(move || drop(Box::from_raw(node))) };
 }
 
 impl<T> Drop for Stack<T> {

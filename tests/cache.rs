@@ -371,7 +371,10 @@ fn a_free_that_finds_every_slot_busy_goes_into_a_depot_magazine_not_the_source()
     assert_eq!(found, None);
     let stats = cache.stats();
     assert_eq!(stats.busy_misses, 2, "{stats:?}");
-    assert_eq!(stats.source_frees, 0, "a busy miss reached the source: {stats:?}");
+    assert_eq!(
+        stats.source_frees, 0,
+        "a busy miss reached the source: {stats:?}"
+    );
     assert_eq!(stats.depot_full, 1, "one partly filled magazine: {stats:?}");
     assert_eq!(cache.cached(), 3);
     // An allocation that finds the slot busy takes from that magazine.
@@ -381,7 +384,10 @@ fn a_free_that_finds_every_slot_busy_goes_into_a_depot_magazine_not_the_source()
         false
     });
     assert_eq!(found, None);
-    assert!(matches!(got, Some(id) if id == ids[1] || id == ids[2]), "{got:?}");
+    assert!(
+        matches!(got, Some(id) if id == ids[1] || id == ids[2]),
+        "{got:?}"
+    );
     assert_eq!(cache.stats().source_allocs, 3, "no source allocation");
     cache.free_on(0, got.unwrap());
     drop(cache);
@@ -396,7 +402,10 @@ fn an_exhausted_alloc_takes_another_slots_magazine_instead_of_flushing() {
     ids.into_iter().for_each(|id| cache.free_on(1, id));
     let id = cache.alloc_on(0).expect("slot 1 has items");
     let stats = cache.stats();
-    assert_eq!(stats.source_frees, 0, "nothing went back to the source: {stats:?}");
+    assert_eq!(
+        stats.source_frees, 0,
+        "nothing went back to the source: {stats:?}"
+    );
     assert_eq!(stats.source_allocs, 6, "{stats:?}");
     // The whole full magazine moved to slot 0: the next three allocations there are hits.
     let hits = stats.alloc_hits;
@@ -472,7 +481,11 @@ fn one_per_tick_does_not_reclaim_idle_slots_by_default() {
     for _ in 0..4 {
         cache.trim();
     }
-    assert_eq!(cache.cached(), 8, "Linux's rule leaves the CPU caches alone");
+    assert_eq!(
+        cache.cached(),
+        8,
+        "Linux's rule leaves the CPU caches alone"
+    );
     drop(cache);
     source.assert_all_home();
 }

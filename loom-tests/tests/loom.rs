@@ -144,8 +144,3 @@ fn local_drop_race_wide() {
 fn exhaustion_retry_wide() {
     check(|| scenarios::exhaustion_retry(W));
 }
-
-#[test]
-fn busy_slot_loose_wide() {
-    check(|| scenarios::busy_slot_loose(W));
-}
