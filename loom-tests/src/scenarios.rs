@@ -526,11 +526,13 @@ pub fn busy_slot_loose(scale: Scale) {
     let workers = scale.threads - 1;
     let tracker = Tracker::new(2 + workers);
     let cache = cache(&tracker, config(2, 1, dynamic(0, Trim::WorkingSet)));
-    // One item in the slot, so that `accept` runs.
+    // One item in the slot, so that `accept` runs. Every item is taken from the source
+    // before any thread starts: the threads' allocations may reach the source.
     cache.free_on(0, tracker.take(1).pop().unwrap());
+    let mut extra = tracker.take(1);
+    let mut held: Vec<_> = (0..workers).map(|_| tracker.take(1)).collect();
     let holder = {
         let cache = Arc::clone(&cache);
-        let mut extra = tracker.take(1);
         spawn(move || {
             let found = cache.alloc_cached_where_on(0, |_| {
                 // We hold slot 0: this free must go around it.
@@ -549,7 +551,7 @@ pub fn busy_slot_loose(scale: Scale) {
     let mut handles: Vec<_> = (0..workers)
         .map(|_| {
             let cache = Arc::clone(&cache);
-            let mut mine = tracker.take(1);
+            let mut mine = held.pop().unwrap();
             spawn(move || {
                 let item = mine.pop().unwrap();
                 cache.free_on(0, item);
