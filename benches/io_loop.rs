@@ -50,15 +50,6 @@ impl Pool for PerCpu<'_> {
     }
 }
 
-impl Pool for magazine::LocalCache<'_, FreeList> {
-    fn get(&mut self) -> Option<u64> {
-        self.alloc()
-    }
-    fn put(&mut self, item: u64) {
-        self.free(item)
-    }
-}
-
 /// The baseline: the pool itself is a bounded queue.
 impl Pool for &ArrayQueue<u64> {
     fn get(&mut self) -> Option<u64> {
@@ -67,6 +58,69 @@ impl Pool for &ArrayQueue<u64> {
     fn put(&mut self, item: u64) {
         // The queue holds the whole pool, so it is never full.
         self.push(item).expect("the queue has room for the pool");
+    }
+}
+
+/// No pool at all: made-up items, for the ring-only reference.
+struct Endless(u64);
+
+impl Pool for Endless {
+    fn get(&mut self) -> Option<u64> {
+        self.0 += 1;
+        Some(self.0)
+    }
+    fn put(&mut self, item: u64) {
+        black_box(item);
+    }
+}
+
+/// `LocalCache` handles that outlive the threads of one sample, as a worker thread's handle
+/// outlives its requests: each thread borrows one for the sample and gives it back.
+struct Handles<'a> {
+    idle: std::sync::Mutex<Vec<magazine::LocalCache<'a, FreeList>>>,
+}
+
+impl<'a> Handles<'a> {
+    fn new(cache: &'a Cache<FreeList>, count: usize) -> Self {
+        let idle = (0..count).map(|_| cache.local()).collect();
+        Handles {
+            idle: std::sync::Mutex::new(idle),
+        }
+    }
+
+    fn lend(&self) -> Lent<'_, 'a> {
+        let handle = self
+            .idle
+            .lock()
+            .unwrap()
+            .pop()
+            .expect("a handle per thread");
+        Lent {
+            handle: Some(handle),
+            home: self,
+        }
+    }
+}
+
+/// A borrowed handle; goes back to the pool on drop.
+struct Lent<'h, 'a> {
+    handle: Option<magazine::LocalCache<'a, FreeList>>,
+    home: &'h Handles<'a>,
+}
+
+impl Pool for Lent<'_, '_> {
+    fn get(&mut self) -> Option<u64> {
+        self.handle.as_mut().unwrap().alloc()
+    }
+    fn put(&mut self, item: u64) {
+        self.handle.as_mut().unwrap().free(item)
+    }
+}
+
+impl Drop for Lent<'_, '_> {
+    fn drop(&mut self) {
+        let handle = self.handle.take().unwrap();
+        self.home.idle.lock().unwrap().push(handle);
     }
 }
 
@@ -85,36 +139,52 @@ fn run_io<P: Pool>(
     total: u64,
     pool: impl Fn() -> P + Sync,
 ) -> std::time::Duration {
-    let ring = ArrayQueue::new(DEPTH);
+    run_io_batched::<1, P>(submitters, completers, total, pool)
+}
+
+/// [`run_io`] with `B` items per ring entry: a submitter allocates `B` items and submits
+/// them at once; a completer frees a whole entry (an interrupt completing a batch).
+fn run_io_batched<const B: usize, P: Pool>(
+    submitters: usize,
+    completers: usize,
+    total: u64,
+    pool: impl Fn() -> P + Sync,
+) -> std::time::Duration {
+    let ring = ArrayQueue::<[u64; B]>::new(DEPTH.div_ceil(B));
     let threads = submitters + completers;
-    let duration = common::run_timed(threads, |i, barrier| {
+    let entries = total / B as u64;
+    let share_of = |index: usize, of: usize| {
+        entries / of as u64 + u64::from((index as u64) < entries % of as u64)
+    };
+    common::run_timed(threads, |i, barrier| {
         let mut front = pool();
         if i < submitters {
-            let share =
-                total / submitters as u64 + u64::from((i as u64) < total % submitters as u64);
+            let share = share_of(i, submitters);
             common::timed(barrier, || {
                 for _ in 0..share {
-                    let mut item = loop {
-                        match front.get() {
-                            Some(item) => break item,
-                            None => thread::yield_now(),
-                        }
-                    };
-                    while let Err(back) = ring.push(black_box(item)) {
-                        item = back;
+                    let mut entry = [0; B];
+                    for slot in &mut entry {
+                        *slot = loop {
+                            match front.get() {
+                                Some(item) => break item,
+                                None => thread::yield_now(),
+                            }
+                        };
+                    }
+                    while let Err(back) = ring.push(black_box(entry)) {
+                        entry = back;
                         thread::yield_now();
                     }
                 }
             })
         } else {
-            let index = (i - submitters) as u64;
-            let share = total / completers as u64 + u64::from(index < total % completers as u64);
+            let share = share_of(i - submitters, completers);
             common::timed(barrier, || {
                 let mut done = 0;
                 while done < share {
                     match ring.pop() {
-                        Some(item) => {
-                            front.put(item);
+                        Some(entry) => {
+                            entry.into_iter().for_each(|item| front.put(item));
                             done += 1;
                         }
                         None => thread::yield_now(),
@@ -122,8 +192,57 @@ fn run_io<P: Pool>(
                 }
             })
         }
-    });
-    duration
+    })
+}
+
+/// I/Os per ring entry in `io_loop_batched`.
+const RING_BATCH: usize = 16;
+
+/// The same loop with completions in batches of [`RING_BATCH`], so that the ring costs
+/// 1/16 as much per item and the pool, not the ring, sets the pace.
+fn io_loop_batched(c: &mut Criterion) {
+    for (submitters, completers) in [(1, 1), (2, 2)] {
+        let mut group = c.benchmark_group(format!("io_loop_batched/{submitters}+{completers}"));
+        group.throughput(Throughput::Elements(BATCH));
+        let cache = Cache::new(closed_source());
+        group.bench_function(
+            BenchmarkId::from_parameter("magazine Cache (per-CPU)"),
+            |b| {
+                b.iter_custom(|iters| {
+                    run_io_batched::<RING_BATCH, _>(submitters, completers, iters * BATCH, || {
+                        PerCpu(&cache)
+                    })
+                })
+            },
+        );
+        let cache = Cache::new(closed_source());
+        let handles = Handles::new(&cache, submitters + completers);
+        group.bench_function(BenchmarkId::from_parameter("magazine LocalCache"), |b| {
+            b.iter_custom(|iters| {
+                run_io_batched::<RING_BATCH, _>(submitters, completers, iters * BATCH, || {
+                    handles.lend()
+                })
+            })
+        });
+        let queue = ArrayQueue::new(POOL as usize);
+        (0..POOL).for_each(|item| queue.push(item).unwrap());
+        group.bench_function(BenchmarkId::from_parameter("crossbeam ArrayQueue"), |b| {
+            b.iter_custom(|iters| {
+                run_io_batched::<RING_BATCH, _>(submitters, completers, iters * BATCH, || &queue)
+            })
+        });
+        group.bench_function(
+            BenchmarkId::from_parameter("reference: the ring alone"),
+            |b| {
+                b.iter_custom(|iters| {
+                    run_io_batched::<RING_BATCH, _>(submitters, completers, iters * BATCH, || {
+                        Endless(0)
+                    })
+                })
+            },
+        );
+        group.finish();
+    }
 }
 
 fn io_loop(c: &mut Criterion) {
@@ -141,14 +260,21 @@ fn io_loop(c: &mut Criterion) {
             },
         );
         let cache = Cache::new(closed_source());
+        let handles = Handles::new(&cache, submitters + completers);
         group.bench_function(BenchmarkId::from_parameter("magazine LocalCache"), |b| {
-            b.iter_custom(|iters| run_io(submitters, completers, iters * BATCH, || cache.local()))
+            b.iter_custom(|iters| run_io(submitters, completers, iters * BATCH, || handles.lend()))
         });
+        drop(handles);
         let queue = ArrayQueue::new(POOL as usize);
         (0..POOL).for_each(|item| queue.push(item).unwrap());
         group.bench_function(BenchmarkId::from_parameter("crossbeam ArrayQueue"), |b| {
             b.iter_custom(|iters| run_io(submitters, completers, iters * BATCH, || &queue))
         });
+        // The ceiling of every contender: the ring alone, moving made-up items.
+        group.bench_function(
+            BenchmarkId::from_parameter("reference: the ring alone"),
+            |b| b.iter_custom(|iters| run_io(submitters, completers, iters * BATCH, || Endless(0))),
+        );
         group.finish();
 
         slow_path_share(
@@ -160,7 +286,8 @@ fn io_loop(c: &mut Criterion) {
         slow_path_share(
             &format!("io_loop/{submitters}+{completers} LocalCache"),
             |cache, total| {
-                run_io(submitters, completers, total, || cache.local());
+                let handles = Handles::new(cache, submitters + completers);
+                run_io(submitters, completers, total, || handles.lend());
             },
         );
     }
@@ -231,6 +358,6 @@ fn report(name: &str, before: &Stats, after: &Stats, total: u64) {
 criterion_group! {
     name = benches;
     config = common::criterion(500, 2000, 20);
-    targets = io_loop, pairs
+    targets = io_loop, io_loop_batched, pairs
 }
 criterion_main!(benches);
