@@ -1,6 +1,8 @@
 //! The depot: lock-free stacks of full, partly filled and empty magazines, with the policy
 //! that bounds and trims them.
 
+use crossbeam_utils::CachePadded;
+
 use crate::magazine::Magazine;
 use crate::policy::{Config, DepotPolicy, Options, Trim};
 use crate::stack::Stack;
@@ -22,10 +24,14 @@ use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 pub(crate) struct Depot<T> {
     /// Non-empty magazines: full ones from spills, partly filled ones from handle drops,
     /// idle-slot reclaims and rescues. The `Fixed` cap applies here.
-    full: Stack<T>,
+    ///
+    /// Each stack (its head and counters) has a cache line of its own: a refill touches
+    /// the full and the empty stack, a spill the same two, and a thread that only reads
+    /// statistics should not take either line away from them.
+    full: CachePadded<Stack<T>>,
     /// Partly filled magazines (neither empty nor full) left by the loose paths.
-    partial: Stack<T>,
-    empty: Stack<T>,
+    partial: CachePadded<Stack<T>>,
+    empty: CachePadded<Stack<T>>,
     policy: DepotPolicy,
     magazine_size: usize,
     max_empty: usize,
@@ -53,9 +59,9 @@ pub(crate) struct Depot<T> {
 impl<T> Depot<T> {
     pub(crate) fn new(config: &Config, options: &Options) -> Self {
         Self {
-            full: Stack::new(),
-            partial: Stack::new(),
-            empty: Stack::new(),
+            full: CachePadded::new(Stack::new()),
+            partial: CachePadded::new(Stack::new()),
+            empty: CachePadded::new(Stack::new()),
             policy: config.depot,
             magazine_size: config.magazine_size,
             max_empty: config.empty_cap(options),

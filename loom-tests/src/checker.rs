@@ -6,12 +6,12 @@
 compile_error!("`--cfg loom` and the `shuttle` feature are mutually exclusive");
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicBool, Ordering};
+pub use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 #[cfg(loom)]
 pub use loom::thread::{current, spawn, yield_now, JoinHandle, ThreadId};
 
 #[cfg(feature = "shuttle")]
-pub use shuttle::sync::atomic::{AtomicBool, Ordering};
+pub use shuttle::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 #[cfg(feature = "shuttle")]
 pub use shuttle::thread::{current, spawn, yield_now, JoinHandle, ThreadId};
 

@@ -316,39 +316,46 @@ pub fn slot_shared(scale: Scale) {
 }
 
 /// Scenario 5b: the busy-slot path is a miss, never a wait ([invariant 3](magazine::docs::design#invariant-3-progress)). Thread A holds
-/// the only slot inside `flush_cpu`, whose call to the source does not return until the
-/// other threads have each finished an `alloc`/`free` pair on that slot. If the busy path
-/// waited for the owner, nobody could finish: loom reports a livelock (its branch limit),
-/// shuttle its step limit.
+/// the only slot inside `alloc_cached_where_on`, whose `accept` does not return until the
+/// other threads have each finished an `alloc`/`free` pair on that slot (through the
+/// source and the depot's loose path). If the busy path waited for the owner, nobody could
+/// finish: loom reports a livelock (its branch limit), shuttle its step limit.
 pub fn slot_busy_is_a_miss(scale: Scale) {
+    use crate::checker::{yield_now, AtomicUsize, Ordering};
+
     let workers = scale.threads - 1;
-    let tracker = Tracker::gated(1 + workers);
+    let tracker = Tracker::new(1 + workers);
     let cache = cache(&tracker, config(1, 1, dynamic(0, Trim::WorkingSet)));
+    // One item in the slot, so that `accept` runs; the workers' items stay in the source.
     cache.free_on(0, tracker.take(1).pop().unwrap());
-    let flusher = {
+    let done = Arc::new(AtomicUsize::new(0));
+    let holder = {
         let cache = Arc::clone(&cache);
-        let tracker = Arc::clone(&tracker);
+        let done = Arc::clone(&done);
         spawn(move || {
-            tracker.gate_this_thread();
-            cache.flush_cpu(0);
+            let found = cache.alloc_cached_where_on(0, |_| {
+                while done.load(Ordering::Acquire) < workers {
+                    yield_now();
+                }
+                false
+            });
+            assert!(found.is_none(), "accept took nothing");
         })
     };
-    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut handles: Vec<_> = (0..workers)
         .map(|_| {
             let cache = Arc::clone(&cache);
-            let tracker = Arc::clone(&tracker);
             let done = Arc::clone(&done);
             spawn(move || {
-                let item = cache.alloc_on(0).expect("the pool has an item per worker");
+                let item = cache
+                    .alloc_on(0)
+                    .expect("the source has an item per worker");
                 cache.free_on(0, item);
-                if done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 == workers {
-                    tracker.open();
-                }
+                done.fetch_add(1, Ordering::Release);
             })
         })
         .collect();
-    handles.push(flusher);
+    handles.push(holder);
     join_all(handles);
     finish_cache(cache, &tracker);
 }
@@ -467,6 +474,14 @@ pub fn exhaustion_retry(scale: Scale) {
         // Two items: one in slot 1, one in a freeing thread's hands, whose free fills
         // slot 1 without reaching the depot. The allocator's first alloc must flush.
         assert!(flushes >= 1, "the source and depot were empty: {flushes}");
+    }
+    // Quiescent: take every item, then two allocations in a row find nothing anywhere.
+    // Each must flush and fail, not wait for a flush that is not running.
+    let held: Vec<Item> = core::iter::from_fn(|| cache.alloc_on(0)).collect();
+    assert_eq!(held.len(), scale.threads, "an item was not found again");
+    assert!(cache.alloc_on(0).is_none() && cache.alloc_on(1).is_none());
+    for item in held {
+        cache.free_on(0, item);
     }
     finish_cache(cache, &tracker);
 }

@@ -1,12 +1,9 @@
 //! The tracking source: a pool of numbered, non-`Clone` items that panics on a
 //! duplicated or foreign item and, at the end, on a lost one ([invariant 1](magazine::docs::design#invariant-1-conservation)).
 
-use std::sync::atomic::{AtomicBool as StdAtomicBool, Ordering as StdOrdering};
 use std::sync::{Arc, Mutex};
 
 use magazine::{Cache, Source};
-
-use crate::checker::{self, AtomicBool, Ordering, ThreadId};
 
 /// A cached item. Neither `Clone` nor `Copy`, so a duplicate can only come from a bug
 /// that copies it out of a magazine twice.
@@ -28,7 +25,6 @@ impl Item {
 pub struct Tracker {
     size: usize,
     state: Mutex<State>,
-    gate: Option<Gate>,
 }
 
 #[derive(Debug)]
@@ -41,55 +37,17 @@ struct State {
     handed: Vec<bool>,
 }
 
-/// Makes the first `free_batch` of one model thread wait until a model flag is set: the
-/// busy-slot scenario holds a CPU slot this way (inside `flush_cpu`) until the other
-/// threads have finished an `alloc`/`free` pair on the same slot.
-#[derive(Debug)]
-struct Gate {
-    thread: Mutex<Option<ThreadId>>,
-    armed: StdAtomicBool,
-    open: AtomicBool,
-}
-
 impl Tracker {
     /// A source of `size` items, numbered `0..size`.
     pub fn new(size: usize) -> Arc<Self> {
-        Arc::new(Self::build(size, None))
-    }
-
-    /// As [`new`](Self::new), with the first `free_batch` call of the thread that calls
-    /// [`gate_this_thread`](Self::gate_this_thread) waiting for [`open`](Self::open).
-    pub fn gated(size: usize) -> Arc<Self> {
-        let gate = Gate {
-            thread: Mutex::new(None),
-            armed: StdAtomicBool::new(true),
-            open: AtomicBool::new(false),
-        };
-        Arc::new(Self::build(size, Some(gate)))
-    }
-
-    fn build(size: usize, gate: Option<Gate>) -> Self {
-        Self {
+        Arc::new(Self {
             size,
             state: Mutex::new(State {
                 home: (0..size as u32).rev().collect(),
                 out: vec![false; size],
                 handed: vec![false; size],
             }),
-            gate,
-        }
-    }
-
-    /// Makes the calling model thread's first `free_batch` wait for [`open`](Self::open).
-    pub fn gate_this_thread(&self) {
-        let gate = self.gate.as_ref().expect("a gated tracker");
-        *gate.thread.lock().unwrap() = Some(checker::current().id());
-    }
-
-    /// Lets the gated `free_batch` go on.
-    pub fn open(&self) {
-        let gate = self.gate.as_ref().expect("a gated tracker");
-        gate.open.store(true, Ordering::Release);
+        })
     }
 
     /// Items now out of the source.
@@ -147,14 +105,6 @@ impl Source for Tracker {
     fn free_batch(&self, items: &mut dyn Iterator<Item = Item>) {
         // Take the items first: the iterator pops magazine cells, which are model accesses.
         let items: Vec<Item> = items.collect();
-        if let Some(gate) = &self.gate {
-            let gated = *gate.thread.lock().unwrap() == Some(checker::current().id());
-            if gated && gate.armed.swap(false, StdOrdering::Relaxed) {
-                while !gate.open.load(Ordering::Acquire) {
-                    checker::yield_now();
-                }
-            }
-        }
         self.receive(items);
     }
 }
