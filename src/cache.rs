@@ -6,7 +6,6 @@ use core::fmt;
 use crossbeam_utils::CachePadded;
 
 use crate::depot::Depot;
-use crate::local::LocalCache;
 use crate::magazine::Magazine;
 use crate::pair::MagazinePair;
 use crate::policy::{Config, Options};
@@ -84,7 +83,7 @@ pub struct Cache<S: Source> {
 
 /// Counters of the slow paths and of `LocalCache` handles, shared by all threads; nothing
 /// on a hit or a slot's depot exchange writes them (those count in the slot). Handles
-/// publish their counts in batches (see [`LocalCache`]); each side of a hand-off has a
+/// publish their counts in batches (see [`LocalCache`](crate::LocalCache)); each side of a hand-off has a
 /// cache line of its own so that the two do not bounce one line between them.
 #[derive(Default)]
 pub(crate) struct CacheCounters {
@@ -427,29 +426,6 @@ impl<S: Source> Cache<S> {
         })
     }
 
-    /// Returns a per-thread handle whose hits touch no atomic at all (see [`LocalCache`]).
-    ///
-    /// ```
-    /// use magazine::Cache;
-    /// # use magazine::Source;
-    /// # struct Ids(std::sync::atomic::AtomicU32);
-    /// # impl Source for Ids {
-    /// #     type Item = u32;
-    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
-    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
-    /// # }
-    ///
-    /// let cache = Cache::new(Ids(Default::default()));
-    /// let mut local = cache.local(); // one per worker thread
-    /// let id = local.alloc().unwrap();
-    /// local.free(id);
-    /// assert_eq!(local.alloc(), Some(id), "a hit: no atomic instruction");
-    /// drop(local); // its magazines go to the depot, nothing is lost
-    /// ```
-    pub fn local(&self) -> LocalCache<'_, S> {
-        LocalCache::new(self)
-    }
-
     /// One trim step of the depot policy; returns the number of full magazines released
     /// (their items go to the source). Call it periodically: the cache starts no thread of
     /// its own (`Cache::start_default_reaper`, feature `std`, starts one that does). How
@@ -547,7 +523,7 @@ impl<S: Source> Cache<S> {
     }
 
     /// Returns every cached item to the source: every slot (waiting for busy ones), then
-    /// every depot magazine. Empty magazines are freed. Live [`LocalCache`] handles keep
+    /// every depot magazine. Empty magazines are freed. Live [`LocalCache`](crate::LocalCache) handles keep
     /// their own magazines.
     ///
     /// ```
@@ -744,13 +720,13 @@ impl<S: Source> Cache<S> {
     fn take_slot(&self, cpu: usize) -> Option<SlotGuard<'_, S::Item>> {
         let n = self.slots.len();
         let first = if cpu < n { cpu } else { cpu % n };
-        #[cfg(not(magazine_mutant = "busy_slot_waits"))]
+        if cfg!(magazine_mutant = "busy_slot_waits") {
+            // MUTANT: the busy path waits for the slot's owner instead of missing.
+            return Some(self.slots[first].take());
+        }
         if let Some(slot) = self.slots[first].try_take() {
             return Some(slot);
         }
-        // MUTANT: the busy path waits for the slot's owner instead of missing.
-        #[cfg(magazine_mutant = "busy_slot_waits")]
-        return Some(self.slots[first].take());
         self.take_other_slot(first)
     }
 
@@ -845,11 +821,10 @@ impl<S: Source> Cache<S> {
         {
             let flushing = ClearOnDrop(&self.flushing);
             self.try_flush();
-            // MUTANT: the flag is never cleared; the next exhausted allocation waits forever.
-            #[cfg(magazine_mutant = "flush_flag_stays_set")]
-            core::mem::forget(flushing);
-            #[cfg(not(magazine_mutant = "flush_flag_stays_set"))]
-            drop(flushing);
+            if cfg!(magazine_mutant = "flush_flag_stays_set") {
+                // MUTANT: the flag is never cleared; the next exhausted allocation waits.
+                core::mem::forget(flushing);
+            }
         } else {
             let backoff = Backoff::new();
             while self.flushing.load(Ordering::Acquire) {
@@ -926,11 +901,12 @@ impl<S: Source> Cache<S> {
     /// Takes a slot whose magazines another thread wants (a steal, an idle reclaim); never
     /// waits.
     fn take_victim(slot: &Slot<S::Item>) -> Option<SlotGuard<'_, S::Item>> {
-        #[cfg(not(magazine_mutant = "steal_unowned"))]
-        return slot.try_take();
-        // MUTANT: touches the victim's magazines without taking its slot.
-        #[cfg(magazine_mutant = "steal_unowned")]
-        return slot.take_unowned();
+        if cfg!(magazine_mutant = "steal_unowned") {
+            // MUTANT: touches the victim's magazines without taking its slot.
+            // SAFETY: none; this is the bug the model checkers must find.
+            return Some(unsafe { SlotGuard::new_unchecked(slot) });
+        }
+        slot.try_take()
     }
 
     /// The index of one of our slots, from its address.

@@ -20,7 +20,7 @@ pub fn current() -> usize {
     }
     #[cfg(feature = "std")]
     {
-        #[cfg(all(target_os = "linux", not(any(loom, feature = "shuttle"))))]
+        #[cfg(all(target_os = "linux", not(magazine_model)))]
         {
             // SAFETY: `sched_getcpu` has no preconditions; it returns -1 on failure.
             let cpu = unsafe { libc::sched_getcpu() };

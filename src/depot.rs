@@ -188,12 +188,10 @@ impl<T> Depot<T> {
     pub(crate) fn alloc_loose(&self) -> Option<(T, Option<Magazine<T>>)> {
         let mut magazine = self.pop_partial().or_else(|| self.pop_full())?;
         let item = magazine.pop().expect("depot magazines are not empty");
-        // MUTANT: the rest of the magazine is freed with it instead of going back.
-        #[cfg(magazine_mutant = "alloc_loose_forgets_rest")]
-        let magazine = {
-            drop(magazine);
-            self.empty_magazine()
-        };
+        if cfg!(magazine_mutant = "alloc_loose_forgets_rest") {
+            // MUTANT: the rest of the magazine is freed with it instead of going back.
+            magazine = self.empty_magazine();
+        }
         Some((item, self.push_any(magazine).err()))
     }
 
@@ -260,11 +258,9 @@ impl<T> Depot<T> {
         release: &mut impl FnMut(Magazine<T>),
     ) -> usize {
         let mut released = 0;
-        #[cfg(not(magazine_mutant = "trim_no_recheck"))]
-        let above_target = || self.full.len() > target;
-        // MUTANT: pops `count` magazines without re-checking the target before each.
-        #[cfg(magazine_mutant = "trim_no_recheck")]
-        let above_target = || target < usize::MAX;
+        // MUTANT (`trim_no_recheck`): pops `count` magazines without re-checking the target.
+        let recheck = !cfg!(magazine_mutant = "trim_no_recheck");
+        let above_target = || !recheck || self.full.len() > target;
         while released < count && above_target() {
             let Some(magazine) = self.pop_full() else {
                 break;
@@ -291,7 +287,7 @@ impl<T> Depot<T> {
 
     /// `(full + partial, empty)` nodes linked in the stacks (model checks only, when
     /// quiescent).
-    #[cfg(any(loom, feature = "shuttle"))]
+    #[cfg(magazine_model)]
     pub(crate) fn linked(&self) -> (usize, usize) {
         (
             self.full.linked() + self.partial.linked(),

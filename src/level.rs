@@ -98,7 +98,7 @@ impl Level {
     }
 }
 
-#[cfg(all(test, not(any(loom, feature = "shuttle"))))]
+#[cfg(all(test, not(magazine_model)))]
 mod tests {
     use super::*;
 

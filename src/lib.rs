@@ -151,12 +151,12 @@ pub mod iova;
 mod level;
 mod local;
 mod magazine;
-#[cfg(any(loom, feature = "shuttle"))]
+#[cfg(magazine_model)]
 #[doc(hidden)]
 pub mod model;
 mod pair;
 mod policy;
-#[cfg(all(feature = "std", not(any(loom, feature = "shuttle"))))]
+#[cfg(all(feature = "std", not(magazine_model)))]
 mod reaper;
 mod slot;
 mod source;
@@ -167,7 +167,7 @@ mod sync;
 pub use cache::Cache;
 pub use local::LocalCache;
 pub use policy::{Config, DepotPolicy, Options, Trim};
-#[cfg(all(feature = "std", not(any(loom, feature = "shuttle"))))]
+#[cfg(all(feature = "std", not(magazine_model)))]
 pub use reaper::Reaper;
 pub use source::Source;
 pub use stats::Stats;

@@ -65,8 +65,35 @@ pub struct LocalCache<'a, S: Source> {
 /// per side.
 const PUBLISH_EVERY: usize = 4096;
 
+// The handle's constructor lives beside the handle, so that the per-CPU front end
+// (`cache.rs`) does not depend on this one.
+impl<S: Source> Cache<S> {
+    /// Returns a per-thread handle whose hits touch no atomic at all (see [`LocalCache`]).
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let mut local = cache.local(); // one per worker thread
+    /// let id = local.alloc().unwrap();
+    /// local.free(id);
+    /// assert_eq!(local.alloc(), Some(id), "a hit: no atomic instruction");
+    /// drop(local); // its magazines go to the depot, nothing is lost
+    /// ```
+    pub fn local(&self) -> LocalCache<'_, S> {
+        LocalCache::new(self)
+    }
+}
+
 impl<'a, S: Source> LocalCache<'a, S> {
-    pub(crate) fn new(cache: &'a Cache<S>) -> Self {
+    fn new(cache: &'a Cache<S>) -> Self {
         Self {
             cache,
             magazines: ManuallyDrop::new(MagazinePair::new(cache.config().magazine_size)),
@@ -203,11 +230,12 @@ impl<S: Source> Drop for LocalCache<'_, S> {
         self.publish_counters();
         // SAFETY: taken exactly once, here; `self.magazines` is not used afterwards.
         let MagazinePair { loaded, previous } = unsafe { ManuallyDrop::take(&mut self.magazines) };
-        // MUTANT: the previous magazine is dropped with its items instead of being placed.
-        #[cfg(magazine_mutant = "local_drop_forgets_previous")]
-        let previous = {
+        let previous = if cfg!(magazine_mutant = "local_drop_forgets_previous") {
+            // MUTANT: the previous magazine is dropped with its items instead of placed.
             drop(previous);
             crate::magazine::Magazine::new(self.cache.config().magazine_size)
+        } else {
+            previous
         };
         // Place both magazines before calling the source, so that a panicking source
         // cannot drop the second: a refused one waits in a rescue guard.

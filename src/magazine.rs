@@ -143,7 +143,7 @@ impl<T> Iterator for Drain<'_, T> {
     }
 }
 
-#[cfg(all(test, not(any(loom, feature = "shuttle"))))]
+#[cfg(all(test, not(magazine_model)))]
 mod tests {
     use super::*;
     use alloc::rc::Rc;

@@ -86,14 +86,8 @@ impl<T> Slot<T> {
         self.owned
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()
-            .map(|_| SlotGuard { slot: self })
-    }
-
-    /// MUTANT (model checks only): a guard without taking the slot, for the
-    /// `steal_unowned` twin of `Cache::take_victim`.
-    #[cfg(magazine_mutant = "steal_unowned")]
-    pub(crate) fn take_unowned(&self) -> Option<SlotGuard<'_, T>> {
-        Some(SlotGuard { slot: self })
+            // SAFETY: our compare-and-swap took the slot.
+            .map(|_| unsafe { SlotGuard::new_unchecked(self) })
     }
 
     /// Takes the slot, waiting for its owner to finish. Only for `flush_cpu` and `flush`,
@@ -122,6 +116,17 @@ pub(crate) struct SlotGuard<'a, T> {
 }
 
 impl<'a, T> SlotGuard<'a, T> {
+    /// The guard of a slot the caller has taken.
+    ///
+    /// # Safety
+    ///
+    /// The caller set `owned` from `false` to `true` with an Acquire read-modify-write,
+    /// and no other guard of the slot exists.
+    #[inline]
+    pub(crate) unsafe fn new_unchecked(slot: &'a Slot<T>) -> Self {
+        Self { slot }
+    }
+
     /// Runs `f` on the slot's magazines.
     #[inline]
     pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut MagazinePair<T>) -> R) -> R {
@@ -142,10 +147,11 @@ impl<'a, T> SlotGuard<'a, T> {
 impl<T> Drop for SlotGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        #[cfg(not(magazine_mutant = "slot_release_relaxed"))]
-        self.slot.owned.store(false, Ordering::Release);
-        // MUTANT: the hand-back publishes nothing.
-        #[cfg(magazine_mutant = "slot_release_relaxed")]
-        self.slot.owned.store(false, Ordering::Relaxed);
+        let release = if cfg!(magazine_mutant = "slot_release_relaxed") {
+            Ordering::Relaxed // MUTANT: the hand-back publishes nothing.
+        } else {
+            Ordering::Release
+        };
+        self.slot.owned.store(false, release);
     }
 }

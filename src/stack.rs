@@ -100,17 +100,17 @@ impl<T> Stack<T> {
     fn reserve_then_link(&self, magazine: Magazine<T>, cap: usize) -> Result<usize, Magazine<T>> {
         // SeqCst on the counters: the working-set argument (see `Level`) needs one total
         // order of counter changes and links; it is paid once per magazine, not per item.
-        #[cfg(not(magazine_mutant = "fixed_cap_load_then_push"))]
-        let reserved = self
-            .len
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |len| {
-                (len < cap).then_some(len + 1)
-            });
-        // MUTANT: check, then reserve: two pushers can both pass the check.
-        #[cfg(magazine_mutant = "fixed_cap_load_then_push")]
-        let reserved = match self.len() < cap {
-            true => Ok(self.len.fetch_add(1, Ordering::SeqCst)),
-            false => Err(cap),
+        let reserved = if cfg!(magazine_mutant = "fixed_cap_load_then_push") {
+            // MUTANT: check, then reserve: two pushers can both pass the check.
+            match self.len() < cap {
+                true => Ok(self.len.fetch_add(1, Ordering::SeqCst)),
+                false => Err(cap),
+            }
+        } else {
+            self.len
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |len| {
+                    (len < cap).then_some(len + 1)
+                })
         };
         match reserved {
             Ok(previous) => {
@@ -202,7 +202,7 @@ impl<T> Stack<T> {
 
     /// Nodes reachable from `head`, counted by walking the list; only meaningful when
     /// quiescent. The model checks compare it with `len` ([invariant 5](crate::docs::design#invariant-5-accounting)).
-    #[cfg(any(loom, feature = "shuttle"))]
+    #[cfg(magazine_model)]
     pub(crate) fn linked(&self) -> usize {
         let mut count = 0;
         let mut node = self.head.load(Ordering::Acquire);

@@ -19,7 +19,7 @@
 #[cfg(all(loom, feature = "shuttle"))]
 compile_error!("`--cfg loom` and the `shuttle` feature are mutually exclusive");
 
-#[cfg(not(any(loom, feature = "shuttle")))]
+#[cfg(not(magazine_model))]
 pub(crate) use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -56,7 +56,7 @@ impl<T> UnsafeCell<T> {
 pub(crate) use loom::cell::UnsafeCell;
 
 /// Pins the current thread in the epoch with its default participant.
-#[cfg(all(feature = "std", not(any(loom, feature = "shuttle"))))]
+#[cfg(all(feature = "std", not(magazine_model)))]
 #[inline]
 pub(crate) fn pin() -> Guard {
     crossbeam_epoch::pin()
@@ -122,7 +122,7 @@ pub(crate) fn pin() -> Guard {
 }
 
 /// OS threads, for the reaper (never model-checked: it only calls `trim`).
-#[cfg(all(feature = "std", not(any(loom, feature = "shuttle"))))]
+#[cfg(all(feature = "std", not(magazine_model)))]
 pub(crate) mod thread {
     pub(crate) use std::thread::{Builder, JoinHandle};
 }
@@ -135,7 +135,7 @@ pub(crate) fn thread_index() -> usize {
     use loom::thread_local;
     #[cfg(feature = "shuttle")]
     use shuttle::thread_local;
-    #[cfg(not(any(loom, feature = "shuttle")))]
+    #[cfg(not(magazine_model))]
     use std::thread_local;
 
     static NEXT: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
@@ -148,21 +148,21 @@ pub(crate) fn thread_index() -> usize {
 /// Waits politely for another thread; under the model checkers it yields to the scheduler,
 /// which a retry loop there must do.
 pub(crate) struct Backoff {
-    #[cfg(not(any(loom, feature = "shuttle")))]
+    #[cfg(not(magazine_model))]
     inner: crossbeam_utils::Backoff,
 }
 
 impl Backoff {
     pub(crate) fn new() -> Self {
         Self {
-            #[cfg(not(any(loom, feature = "shuttle")))]
+            #[cfg(not(magazine_model))]
             inner: crossbeam_utils::Backoff::new(),
         }
     }
 
     /// Backs off in a loop that waits for another thread to make progress.
     pub(crate) fn snooze(&self) {
-        #[cfg(not(any(loom, feature = "shuttle")))]
+        #[cfg(not(magazine_model))]
         self.inner.snooze();
         #[cfg(loom)]
         loom::thread::yield_now();
@@ -172,7 +172,7 @@ impl Backoff {
 
     /// Backs off in a CAS retry loop (lost a race, retry at once).
     pub(crate) fn spin(&self) {
-        #[cfg(not(any(loom, feature = "shuttle")))]
+        #[cfg(not(magazine_model))]
         self.inner.spin();
         #[cfg(loom)]
         loom::thread::yield_now();

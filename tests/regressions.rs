@@ -212,3 +212,101 @@ fn design_doc_links_name_existing_headings() {
         "only {checked} links found: is the scan broken?"
     );
 }
+
+/// The sources of the library, as (module, text) pairs: `src/x.rs` and `src/x/*.rs` belong
+/// to module `x`; the crate root and the long-form docs are left out.
+fn library_modules() -> Vec<(String, String)> {
+    use std::fs;
+    use std::path::Path;
+
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut modules = Vec::new();
+    for entry in fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        if name == "lib" || name == "docs" {
+            continue;
+        }
+        let files = match path.is_dir() {
+            true => fs::read_dir(&path)
+                .unwrap()
+                .map(|entry| entry.unwrap().path())
+                .collect(),
+            false => vec![path],
+        };
+        for file in files {
+            modules.push((name.clone(), fs::read_to_string(file).unwrap()));
+        }
+    }
+    assert!(modules.len() >= 15, "src/ scan found too little");
+    modules
+}
+
+/// Mutants are `cfg!(magazine_mutant = "...")` expressions whose arms both type-check, not
+/// `#[cfg]` twins of fields, methods or statements in production types; and the model
+/// checkers' builds are named once (`cfg(magazine_model)`, set by `build.rs`).
+#[test]
+fn production_sources_have_no_mutant_only_items() {
+    for (module, text) in library_modules() {
+        for line in text.lines() {
+            let line = line.trim_start();
+            assert!(
+                !(line.starts_with("#[cfg") && line.contains("magazine_mutant")),
+                "{module}: mutant-only item `{line}`"
+            );
+            assert!(
+                !line.contains("any(loom, feature = \"shuttle\")"),
+                "{module}: `{line}` should say `magazine_model`"
+            );
+        }
+    }
+}
+
+/// The modules of the library form no import cycle (e.g. the per-CPU front end and the
+/// per-thread handle once imported each other).
+#[test]
+fn library_modules_have_no_import_cycle() {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, text) in library_modules() {
+        let code = text
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"));
+        for line in code {
+            for (at, _) in line.match_indices("crate::") {
+                let used: String = line[at + "crate::".len()..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !used.is_empty() && used != module {
+                    uses.entry(module.clone()).or_default().insert(used);
+                }
+            }
+        }
+    }
+    assert!(uses.len() >= 10, "import scan found too little: {uses:?}");
+    // Depth-first search for a back edge.
+    fn visit<'a>(
+        module: &'a str,
+        uses: &'a BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) {
+        if let Some(at) = path.iter().position(|&m| m == module) {
+            panic!("import cycle: {} -> {module}", path[at..].join(" -> "));
+        }
+        if !done.insert(module) {
+            return;
+        }
+        path.push(module);
+        for used in uses.get(module).into_iter().flatten() {
+            visit(used, uses, path, done);
+        }
+        path.pop();
+    }
+    let mut done = BTreeSet::new();
+    for module in uses.keys() {
+        visit(module, &uses, &mut Vec::new(), &mut done);
+    }
+}

@@ -63,7 +63,7 @@
 //!
 //! [`Cache::trim`]: crate::Cache::trim
 #![cfg_attr(
-    all(feature = "std", not(any(loom, feature = "shuttle"))),
+    all(feature = "std", not(magazine_model)),
     doc = "[`Reaper`]: crate::Reaper",
     doc = "[`Reaper::interval_for`]: crate::Reaper::interval_for",
     doc = "[`Cache::start_default_reaper`]: crate::Cache::start_default_reaper"
