@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs criterion benches several times and prints the medians of the runs with their
+# spread (benches/rounds.py). Run on a quiet machine: nothing else running.
+#
+#   bash benches/rounds.sh [rounds] [bench...]     (default: 3 rounds of
+#                                                  fast_path handoff depot io_loop)
+#
+# Round i writes target/bench-round-i/criterion and its log target/bench-round-i.log (the
+# io_loop bench prints its source-call shares there). Binaries are built before round 1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+shift || true
+benches=("$@")
+[ ${#benches[@]} -gt 0 ] || benches=(fast_path handoff depot io_loop)
+args=()
+for bench in "${benches[@]}"; do args+=(--bench "$bench"); done
+cargo bench --no-run "${args[@]}" >/dev/null 2>&1
+dirs=()
+for i in $(seq 1 "$rounds"); do
+  dir=target/bench-round-$i
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "::: round $i ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))"
+  CRITERION_HOME=$PWD/$dir/criterion cargo bench "${args[@]}" >"$dir.log" 2>&1
+  dirs+=("$dir/criterion")
+done
+echo "::: done $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg)"
+python3 benches/rounds.py "${dirs[@]}"
