@@ -12,7 +12,7 @@ mod common;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use magazine::iova::IovaDomain;
+use magazine::iova::{FreeCheck, IovaDomain};
 
 /// Allocations held in the tree while the pairs run.
 const LIVE: usize = 4096;
@@ -32,14 +32,7 @@ fn iova(c: &mut Criterion) {
                 domain.free(black_box(iova.pfn_lo)).unwrap();
             })
         });
-        // Warm the current CPU's magazines (and the other slots', the thread may move).
-        for cpu in 0..domain.config().cpus {
-            let pfns: Vec<_> = (0..64)
-                .map(|_| domain.alloc_fast_on(cpu, pages, limit).unwrap())
-                .collect();
-            pfns.into_iter()
-                .for_each(|pfn| domain.free_fast_on(cpu, pfn, pages).unwrap());
-        }
+        let domain = warm(domain, pages);
         group.bench_function(BenchmarkId::new("alloc_fast+free_fast", pages), |b| {
             b.iter(|| {
                 let domain = black_box(&domain);
@@ -47,6 +40,20 @@ fn iova(c: &mut Criterion) {
                 domain.free_fast(black_box(pfn), pages).unwrap();
             })
         });
+        let unchecked = warm(
+            IovaDomain::new(4096, 1).with_free_check(FreeCheck::Unchecked),
+            pages,
+        );
+        group.bench_function(
+            BenchmarkId::new("alloc_fast+free_fast (unchecked)", pages),
+            |b| {
+                b.iter(|| {
+                    let domain = black_box(&unchecked);
+                    let pfn = domain.alloc_fast(pages, limit).unwrap();
+                    domain.free_fast(black_box(pfn), pages).unwrap();
+                })
+            },
+        );
         for iova in held {
             domain.free(iova.pfn_lo).unwrap();
         }
@@ -73,18 +80,29 @@ fn iova(c: &mut Criterion) {
             })
         })
     });
-    group.bench_function(BenchmarkId::new("alloc_fast+free_fast", 1), |b| {
-        b.iter_custom(|iters| {
-            common::run_timed(2, |_, barrier| {
-                common::timed(barrier, || {
-                    for _ in 0..iters * BATCH / 2 {
-                        let pfn = domain.alloc_fast(1, limit).unwrap();
-                        domain.free_fast(black_box(pfn), 1).unwrap();
-                    }
+    for (name, domain) in [
+        ("alloc_fast+free_fast", &domain),
+        (
+            "alloc_fast+free_fast (unchecked)",
+            &warm(
+                IovaDomain::new(4096, 1).with_free_check(FreeCheck::Unchecked),
+                1,
+            ),
+        ),
+    ] {
+        group.bench_function(BenchmarkId::new(name, 1), |b| {
+            b.iter_custom(|iters| {
+                common::run_timed(2, |_, barrier| {
+                    common::timed(barrier, || {
+                        for _ in 0..iters * BATCH / 2 {
+                            let pfn = domain.alloc_fast(1, limit).unwrap();
+                            domain.free_fast(black_box(pfn), 1).unwrap();
+                        }
+                    })
                 })
             })
-        })
-    });
+        });
+    }
     // The same pairs on a plain per-CPU `Cache` (no tree, no live table): what the fast
     // path would cost without its double-free check.
     let cache = common::cache();
@@ -108,6 +126,20 @@ fn iova(c: &mut Criterion) {
     }
     domain.check().unwrap();
     group.finish();
+}
+
+/// Fills every slot's magazines of the class of `pages` with 64 ranges (the bench thread
+/// may move between CPUs), so that the fast path runs warm.
+fn warm(domain: IovaDomain, pages: u64) -> IovaDomain {
+    let limit = domain.dma_32bit_pfn() - 1;
+    for cpu in 0..domain.config().cpus {
+        let pfns: Vec<_> = (0..64)
+            .map(|_| domain.alloc_fast_on(cpu, pages, limit).unwrap())
+            .collect();
+        pfns.into_iter()
+            .for_each(|pfn| domain.free_fast_on(cpu, pfn, pages).unwrap());
+    }
+    domain
 }
 
 /// Pairs per iteration in the two-thread benches.

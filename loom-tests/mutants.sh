@@ -28,6 +28,8 @@ ALL=(
   alloc_loose_forgets_rest    # busy-slot alloc frees the rest of the partial magazine
   steal_unowned               # steal / idle reclaim touch a slot without taking it
   flush_flag_stays_set        # the one-flush-at-a-time flag is never cleared
+  live_take_load_then_store   # IOVA live table: free_fast loads the state, then clears it
+  free_fast_caches_first      # IOVA free_fast caches the pfn before its life ends
 )
 if [ $# -gt 0 ]; then MUTANTS=("$@"); else MUTANTS=("${ALL[@]}"); fi
 WRAPPER=$PWD/loom-tests/mutant-rustc.sh

@@ -20,13 +20,24 @@
 compile_error!("`--cfg loom` and the `shuttle` feature are mutually exclusive");
 
 #[cfg(not(magazine_model))]
-pub(crate) use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+#[cfg_attr(not(feature = "iova"), allow(unused_imports))] // `AtomicU8`: the IOVA live table
+pub(crate) use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+#[cfg_attr(not(feature = "iova"), allow(unused_imports))] // `AtomicU8`: the IOVA live table
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 #[cfg(feature = "shuttle")]
-pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+#[cfg_attr(not(feature = "iova"), allow(unused_imports))] // `AtomicU8`: the IOVA live table
+pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 pub(crate) use crossbeam_epoch::Guard;
+
+#[cfg(all(feature = "iova", loom))]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+#[cfg(all(feature = "iova", feature = "shuttle"))]
+pub(crate) use shuttle::sync::{Mutex, MutexGuard};
+/// The IOVA range tree's lock: a model lock under the checkers, so that they see it.
+#[cfg(all(feature = "iova", not(magazine_model)))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
 
 /// A cell whose accesses go through closures, so loom can track them.
 #[cfg(not(loom))]

@@ -2,7 +2,7 @@
 //! sequences against an oracle of the ranges in callers' hands, and the Linux behaviours
 //! one at a time (limit filtering, exhaustion flush, CPU flush, uncached sizes).
 
-use magazine::iova::{IovaDomain, IovaError, IOVA_RANGE_CACHE_MAX_SIZE};
+use magazine::iova::{FreeCheck, IovaDomain, IovaError, IOVA_RANGE_CACHE_MAX_SIZE};
 use magazine::{Config, DepotPolicy, Trim};
 use proptest::prelude::*;
 
@@ -451,4 +451,40 @@ fn options_current_cpu_picks_the_fast_path_slot() {
     domain.flush_cpu(1);
     assert_eq!(domain.find(pfn), None);
     domain.check().unwrap();
+}
+
+#[test]
+fn unchecked_frees_are_linux_free_iova_fast() {
+    let domain = IovaDomain::with_cpus(GRANULE, 1, 1).with_free_check(FreeCheck::Unchecked);
+    assert_eq!(domain.free_check(), FreeCheck::Unchecked);
+    let pfns: Vec<u64> = (0..4)
+        .map(|_| domain.alloc_fast(2, TOP - 1).unwrap())
+        .collect();
+    assert_eq!(
+        domain.stats().fast_in_use,
+        4,
+        "fast ranges in the tree, none cached"
+    );
+    for &pfn in &pfns {
+        domain.free_fast(pfn, 2).unwrap();
+    }
+    assert_eq!(domain.stats().fast_in_use, 0);
+    domain.check().unwrap();
+    // The hazard the mode accepts, as in Linux: a double free is cached twice, and the
+    // range is then handed out twice.
+    let pfn = domain.alloc_fast(2, TOP - 1).unwrap();
+    domain.free_fast(pfn, 2).unwrap();
+    domain.free_fast(pfn, 2).unwrap();
+    let first = domain.alloc_fast(2, TOP - 1).unwrap();
+    let second = domain.alloc_fast(2, TOP - 1).unwrap();
+    assert_eq!((first, second), (pfn, pfn));
+}
+
+#[test]
+#[should_panic(expected = "used its fast path")]
+fn the_check_mode_is_chosen_before_the_fast_path_is_used() {
+    let domain = IovaDomain::with_cpus(GRANULE, 1, 1);
+    let pfn = domain.alloc_fast(1, TOP - 1).unwrap();
+    domain.free_fast(pfn, 1).unwrap();
+    let _ = domain.with_free_check(FreeCheck::Unchecked);
 }

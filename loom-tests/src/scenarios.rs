@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use magazine::iova::{IovaDomain, IovaError};
 use magazine::model::Depot;
 use magazine::{Cache, Config, DepotPolicy, Options, Trim};
 
@@ -658,4 +659,81 @@ pub fn idle_reclaim_race(scale: Scale) {
     }
     assert_eq!(cache.cached(), 0, "an idle slot kept its items");
     finish_cache(cache, &tracker);
+}
+
+/// The IOVA domain of the fast-path scenarios: pages of 4 KiB, `cpus` slots, magazines of
+/// one pfn, a working-set depot with target 0.
+fn iova_domain(cpus: usize) -> Arc<IovaDomain> {
+    let config = config(1, cpus, dynamic(0, Trim::WorkingSet));
+    Arc::new(IovaDomain::with_config(4096, 1, config))
+}
+
+/// The limit of the fast-path scenarios: under 4 GiB.
+const IOVA_LIMIT: u64 = (1 << 20) - 1;
+
+/// Scenario 13: threads race `free_fast` of one pfn on different slots. Invariant 1 for
+/// the IOVA layer: exactly one free succeeds, every other is refused as a double free, and
+/// the pfn is cached once (two allocations get two pfns).
+pub fn iova_double_free_race(scale: Scale) {
+    let domain = iova_domain(2);
+    let pfn = domain.alloc_fast_on(0, 1, IOVA_LIMIT).unwrap();
+    let handles = (0..scale.threads.min(3))
+        .map(|cpu| {
+            let domain = Arc::clone(&domain);
+            spawn(move || domain.free_fast_on(cpu, pfn, 1))
+        })
+        .collect();
+    let results = join_all(handles);
+    let freed = results.iter().filter(|result| result.is_ok()).count();
+    assert_eq!(
+        freed, 1,
+        "exactly one free of {pfn:#x} succeeds: {results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .all(|result| matches!(result, Ok(()) | Err(IovaError::DoubleFree { .. }))),
+        "{results:?}"
+    );
+    domain.check().expect("the domain is consistent");
+    let first = domain.alloc_fast_on(0, 1, IOVA_LIMIT).unwrap();
+    let second = domain.alloc_fast_on(1, 1, IOVA_LIMIT).unwrap();
+    assert_ne!(first, second, "a pfn was cached twice");
+    domain.check().expect("the domain is consistent");
+}
+
+/// Scenario 14: `free_fast` of a pfn races `alloc_fast` of the same size class on the same
+/// slot and on another, while a third range is in a caller's hands. Invariant 1 for the
+/// IOVA layer: no pfn is in two callers' hands, and when all is freed the domain's
+/// `check` (tree = callers' hands + magazines, per class) holds.
+pub fn iova_free_alloc_race(scale: Scale) {
+    let domain = iova_domain(2);
+    let freed = domain.alloc_fast_on(0, 1, IOVA_LIMIT).unwrap();
+    let kept = domain.alloc_fast_on(0, 1, IOVA_LIMIT).unwrap();
+    let freer = {
+        let domain = Arc::clone(&domain);
+        spawn(move || {
+            domain.free_fast_on(0, freed, 1).unwrap();
+            Vec::new()
+        })
+    };
+    let mut handles: Vec<_> = (0..scale.threads.min(3) - 1)
+        .map(|cpu| {
+            let domain = Arc::clone(&domain);
+            spawn(move || vec![domain.alloc_fast_on(cpu, 1, IOVA_LIMIT).unwrap()])
+        })
+        .collect();
+    handles.push(freer);
+    let mut held: Vec<u64> = join_all(handles).into_iter().flatten().collect();
+    held.push(kept);
+    let mut distinct = held.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), held.len(), "a pfn in two hands: {held:?}");
+    domain.check().expect("the domain is consistent");
+    for pfn in held {
+        domain.free_fast_on(1, pfn, 1).unwrap();
+    }
+    domain.check().expect("the domain is consistent");
+    assert_eq!(domain.stats().fast_in_use, 0);
 }

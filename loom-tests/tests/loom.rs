@@ -144,3 +144,15 @@ fn local_drop_race_wide() {
 fn exhaustion_retry_wide() {
     check(|| scenarios::exhaustion_retry(W));
 }
+
+// The IOVA fast path's double-free check (scenarios 13-14).
+
+#[test]
+fn iova_double_free_race() {
+    check(|| scenarios::iova_double_free_race(C));
+}
+
+#[test]
+fn iova_free_alloc_race() {
+    check(|| scenarios::iova_free_alloc_race(C));
+}

@@ -139,3 +139,15 @@ fn steal_race() {
 fn idle_reclaim_race() {
     check(|| scenarios::idle_reclaim_race(S));
 }
+
+// The IOVA fast path's double-free check (scenarios 13-14).
+
+#[test]
+fn iova_double_free_race() {
+    check(|| scenarios::iova_double_free_race(S));
+}
+
+#[test]
+fn iova_free_alloc_race() {
+    check(|| scenarios::iova_free_alloc_race(S));
+}

@@ -22,7 +22,7 @@
 //! item at most once per allocation, and only items this cache (or its source) handed
 //! out.** When callers cannot be trusted, put a checking front end in front of the cache.
 //! [`IovaDomain`] is one: it records every range it hands out through its fast path in a
-//! table sharded by pfn, and refuses a double free, a foreign pfn or a wrong size with an
+//! lock-free table of one byte per pfn, and refuses a double free, a foreign pfn or a wrong size with an
 //! [`IovaError`], leaving the domain unchanged:
 //!
 //! ```
@@ -37,7 +37,9 @@
 //! domain.check().unwrap();
 //! ```
 //!
-//! The price is one short shard lock per fast operation (see `BENCHMARKS.md`).
+//! The price is one atomic access per fast operation, a compare-and-swap on each free
+//! (see `BENCHMARKS.md`); [`FreeCheck::Unchecked`](crate::iova::FreeCheck) turns the check
+//! off for callers that guarantee correct frees, as Linux does.
 //!
 //! # Sources
 //!

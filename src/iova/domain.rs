@@ -33,7 +33,8 @@ use crate::{Cache, Config, DepotPolicy, Options, Stats, Trim};
 /// `alloc_fast` flushes, and on drop.
 ///
 /// Unlike Linux, bad input is detected and refused with an [`IovaError`], leaving the
-/// domain unchanged: see [`free_fast`](Self::free_fast) for what that costs.
+/// domain unchanged: see [`free_fast`](Self::free_fast) for what that costs, and
+/// [`with_free_check`](Self::with_free_check) for Linux's unchecked fast path.
 ///
 /// ```
 /// use magazine::iova::IovaDomain;
@@ -69,10 +70,30 @@ pub struct IovaDomain {
     ranges: Arc<Ranges>,
     /// One cache per size class; index = order (log2 of the size in pages).
     rcaches: Box<[Cache<ClassSource>]>,
-    live: LiveTable,
+    /// The fast-path ranges in callers' hands; `None` in [`FreeCheck::Unchecked`] mode.
+    live: Option<LiveTable>,
     exhaustion_flushes: AtomicU64,
     /// Picks the slot of `alloc_fast`/`free_fast` ([`Options::current_cpu`]).
     current_cpu: fn() -> usize,
+}
+
+/// Whether [`IovaDomain::free_fast`] checks what it is given (see
+/// [`IovaDomain::with_free_check`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FreeCheck {
+    /// Every range `alloc_fast` hands out is recorded (one atomic read-modify-write on a
+    /// byte of a lock-free table), and `free_fast` refuses a double free, a wrong size or
+    /// a range it did not hand out with an [`IovaError`], changing nothing. The default.
+    #[default]
+    Checked,
+    /// Linux's semantics: `free_fast` trusts its caller and puts the pfn into a magazine
+    /// as it is. A double free then puts a pfn into the cache twice and it is later
+    /// handed out twice; a wrong size caches the range in the wrong class; a range that
+    /// did not come from `alloc_fast` corrupts the cache. [`IovaDomain::check`] can no
+    /// longer tell ranges in callers' hands from lost ones. Only for callers that
+    /// guarantee correct frees (as Linux's DMA layer does); `BENCHMARKS.md` measures
+    /// what the check costs.
+    Unchecked,
 }
 
 /// A snapshot of an [`IovaDomain`]'s counters, from [`IovaDomain::stats`].
@@ -119,6 +140,8 @@ pub struct IovaStats {
     /// Pages in reserved ranges.
     pub reserved_pages: u64,
     /// Fast-path ranges in callers' hands (allocated by `alloc_fast`, not yet freed).
+    /// With [`FreeCheck::Unchecked`], the fast ranges in the tree minus the cached ones
+    /// (exact only while no other thread uses the domain).
     pub fast_in_use: usize,
 }
 
@@ -215,7 +238,7 @@ impl IovaDomain {
         // Linux: `1UL << (32 - iova_shift(iovad))`; pages of 4 GiB or more leave pfn 0.
         let dma_32bit_pfn = 1u64.checked_shl(32u32.saturating_sub(shift)).unwrap_or(1);
         let ranges = Arc::new(Ranges::new(RangeTree::new(start_pfn, dma_32bit_pfn)));
-        let live = LiveTable::new(config.cpus);
+        let live = Some(LiveTable::new());
         let rcaches = (0..IOVA_RANGE_CACHE_MAX_SIZE as u8)
             .map(|order| {
                 let source = ClassSource::new(Arc::clone(&ranges), order);
@@ -232,6 +255,47 @@ impl IovaDomain {
             live,
             exhaustion_flushes: AtomicU64::new(0),
             current_cpu: options.current_cpu.unwrap_or(crate::cpu::current),
+        }
+    }
+
+    /// Chooses whether `free_fast` checks its argument ([`FreeCheck`]; checked by
+    /// default). Only for a new domain: it would not know which ranges are in callers'
+    /// hands.
+    ///
+    /// # Panics
+    ///
+    /// If a fast-path range was allocated already.
+    ///
+    /// ```
+    /// use magazine::iova::{FreeCheck, IovaDomain};
+    ///
+    /// // Linux semantics: no double-free detection on the fast path.
+    /// let domain = IovaDomain::new(4096, 1).with_free_check(FreeCheck::Unchecked);
+    /// let pfn = domain.alloc_fast_on(0, 1, u64::MAX).unwrap();
+    /// domain.free_fast_on(0, pfn, 1).unwrap();
+    /// assert_eq!(domain.alloc_fast_on(0, 1, u64::MAX), Some(pfn));
+    /// domain.free_fast_on(0, pfn, 1).unwrap();
+    /// domain.check().unwrap();
+    /// ```
+    pub fn with_free_check(mut self, check: FreeCheck) -> Self {
+        let fresh = self
+            .ranges
+            .lock()
+            .ranges()
+            .all(|(_, kind)| kind != Kind::Fast);
+        assert!(fresh, "with_free_check on a domain that used its fast path");
+        self.live = match check {
+            FreeCheck::Checked => Some(LiveTable::new()),
+            FreeCheck::Unchecked => None,
+        };
+        self
+    }
+
+    /// Whether `free_fast` checks its argument.
+    pub fn free_check(&self) -> FreeCheck {
+        match self.live {
+            Some(_) => FreeCheck::Checked,
+            None => FreeCheck::Unchecked,
         }
     }
 
@@ -360,8 +424,9 @@ impl IovaDomain {
         match classify(&tree, pfn, None)? {
             Freed::Allocation(iova) => tree.remove(iova.pfn_lo, Kind::Allocated),
             Freed::Fast(iova) => {
-                // Lock order: the tree, then a live-table shard (the only nesting).
-                if self.live.remove(iova.pfn_lo).is_none() {
+                // Unchecked, the range is trusted to be in the caller's hands.
+                let live = self.live.as_ref();
+                if live.is_some_and(|live| live.remove(iova.pfn_lo).is_none()) {
                     return Err(IovaError::DoubleFree { pfn });
                 }
                 tree.remove(iova.pfn_lo, Kind::Fast)
@@ -403,7 +468,12 @@ impl IovaDomain {
             .into_iter()
             .find(|&(range, kind)| match kind {
                 Kind::Allocated => true,
-                Kind::Fast => self.live.contains(range.pfn_lo),
+                // Unchecked, a fast range may be in a caller's hands or cached: flush,
+                // and the tree's own check below refuses what is still allocated.
+                Kind::Fast => self
+                    .live
+                    .as_ref()
+                    .is_some_and(|live| live.contains(range.pfn_lo)),
                 Kind::Reserved => false,
             });
         if let Some((allocated, _)) = held {
@@ -478,8 +548,9 @@ impl IovaDomain {
                     .pfn_lo
             }
         };
-        let fresh = self.live.insert(pfn, order);
-        debug_assert!(fresh, "pfn {pfn:#x} handed out twice");
+        if let Some(live) = &self.live {
+            live.insert(pfn, order);
+        }
         Some(pfn)
     }
 
@@ -512,10 +583,11 @@ impl IovaDomain {
     /// `free_iova_fast`). Sizes over 32 pages go to the tree. A size-aligned range of a
     /// class's size from [`alloc`](Self::alloc) is accepted too and cached.
     ///
-    /// Each fast-path range in a caller's hands is recorded in a table split into
-    /// shards by pfn, so this takes one short shard lock (never the tree lock when the
-    /// range came from `alloc_fast`); that is the price of refusing a double free or a
-    /// wrong size, which Linux would turn into a range handed out twice.
+    /// Each fast-path range in a caller's hands is recorded in a lock-free table of one
+    /// byte per pfn, so this costs one atomic read-modify-write more than Linux (never
+    /// the tree lock when the range came from `alloc_fast`); that is the price of
+    /// refusing a double free or a wrong size, which Linux would turn into a range
+    /// handed out twice. [`FreeCheck::Unchecked`] turns the check off.
     ///
     /// # Errors
     ///
@@ -555,9 +627,22 @@ impl IovaDomain {
         let Some(order) = order_of(size) else {
             return self.free_uncached(pfn, size);
         };
-        match self.live.take(pfn, order) {
+        let Some(live) = &self.live else {
+            // FreeCheck::Unchecked: Linux's `free_iova_fast`.
+            self.rcaches[usize::from(order)].free_on(cpu, pfn);
+            return Ok(());
+        };
+        // MUTANT (`free_fast_caches_first`): the pfn reaches a magazine before its life
+        // ends, so another thread can allocate it while it is still recorded as live.
+        let early = cfg!(magazine_mutant = "free_fast_caches_first");
+        if early {
+            self.rcaches[usize::from(order)].free_on(cpu, pfn);
+        }
+        match live.take(pfn, order) {
             Take::Taken => {
-                self.rcaches[usize::from(order)].free_on(cpu, pfn);
+                if !early {
+                    self.rcaches[usize::from(order)].free_on(cpu, pfn);
+                }
                 Ok(())
             }
             Take::OtherOrder(live) => {
@@ -705,7 +790,8 @@ impl IovaDomain {
             .iter()
             .map(|cache| cache.source().complete(cache.stats()))
             .collect();
-        let fast_in_use = self.live.len();
+        let cached: usize = self.rcaches.iter().map(|cache| cache.cached()).sum();
+        let fast_in_use = self.live.as_ref().map(LiveTable::len);
         let tree = self.ranges.lock();
         let mut stats = IovaStats {
             rcaches,
@@ -715,10 +801,11 @@ impl IovaDomain {
             early_failures: tree.counters.early_failures,
             retry_searches: tree.counters.retry_searches,
             exhaustion_flushes: self.exhaustion_flushes.load(Ordering::Relaxed),
-            fast_in_use,
             ..IovaStats::default()
         };
+        let mut fast_in_tree = 0;
         for (iova, kind) in tree.ranges() {
+            fast_in_tree += usize::from(kind == Kind::Fast);
             if kind == Kind::Reserved {
                 stats.reserved_ranges += 1;
                 stats.reserved_pages += iova.size();
@@ -727,6 +814,7 @@ impl IovaDomain {
                 stats.allocated_pages += iova.size();
             }
         }
+        stats.fast_in_use = fast_in_use.unwrap_or(fast_in_tree.saturating_sub(cached));
         stats
     }
 
@@ -769,7 +857,20 @@ impl IovaDomain {
                 _ => return fail(format!("fast range {iova} is not a size-aligned class")),
             }
         }
-        let live = self.live.snapshot();
+        let Some(live) = &self.live else {
+            // Unchecked: callers' hands are not recorded; the cache holds no more than
+            // the tree has.
+            for order in 0..IOVA_RANGE_CACHE_MAX_SIZE {
+                if in_tree[order] < cached[order] {
+                    return fail(format!(
+                        "size class {order}: {} fast ranges in the tree, {} cached",
+                        in_tree[order], cached[order]
+                    ));
+                }
+            }
+            return Ok(());
+        };
+        let live = live.snapshot();
         let mut in_hands = [0usize; IOVA_RANGE_CACHE_MAX_SIZE];
         for &(pfn, order) in &live {
             match tree.find(pfn) {

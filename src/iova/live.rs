@@ -5,40 +5,49 @@
 //! magazine twice and is later handed out twice. Checking against the range tree would
 //! cost the tree lock on every fast free, the very lock the magazines exist to avoid, and
 //! would not tell "in a caller's hands" from "in a magazine" (cached ranges stay in the
-//! tree). So the domain records each range it hands out through `alloc_fast` here, in a
-//! table split into shards by pfn: a fast operation takes one short shard lock, which
-//! threads working on different pfns rarely share.
+//! tree). So the domain records each range it hands out through `alloc_fast` here.
+//!
+//! # Layout
+//!
+//! One byte of state per pfn: 0 when the pfn is not live, `order + 1` when a range of that
+//! size class starting there is in a caller's hands. The bytes live in *leaves* of
+//! [`LEAF_PFNS`] consecutive pfns, allocated on first use and found through a fixed
+//! directory of buckets, each an append-only lock-free list of leaves. A fast operation is
+//! a hash, a walk of a (normally one-leaf) list and one atomic access to the pfn's byte: a
+//! store when `alloc_fast` hands the pfn out, a compare-and-swap when `free_fast` ends its
+//! life (so two frees cannot both succeed). No lock, and two threads conflict only on the
+//! same pfn. Leaves are never
+//! removed before the domain drops, so a reader can hold a leaf reference without any
+//! reclamation scheme.
+//!
+//! Memory: one byte per pfn of every [`LEAF_PFNS`]-pfn region the fast path ever handed a
+//! range out of (4 KiB per 4096 pages, i.e. 16 MiB of mapped I/O space at 4 KiB pages),
+//! plus the directory. The tree allocates top-down and reuses freed space, so this follows
+//! the span of I/O space in use, not the number of operations.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::ptr;
 
-/// Fibonacci hashing constant (2^64 / golden ratio): spreads aligned pfns, whose low bits
-/// are all zero, over the whole word.
+use crate::sync::{AtomicPtr, AtomicU8, Ordering};
+
+/// Pfns per leaf (a power of two). Small under the model checkers, where every byte is a
+/// modelled atomic.
+#[cfg(not(magazine_model))]
+const LEAF_BITS: u32 = 12;
+#[cfg(magazine_model)]
+const LEAF_BITS: u32 = 2;
+/// Pfns per leaf.
+pub(crate) const LEAF_PFNS: usize = 1 << LEAF_BITS;
+/// Buckets in the directory (a power of two).
+#[cfg(not(magazine_model))]
+const BUCKETS: usize = 1024;
+#[cfg(magazine_model)]
+const BUCKETS: usize = 2;
+
+/// Fibonacci hashing constant (2^64 / golden ratio): spreads region numbers, whose low
+/// bits are often equal, over the whole word.
 const SPREAD: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// A hasher for pfn keys: one multiply, with the high bits folded down because the map
-/// indexes buckets by the low bits.
-#[derive(Default)]
-struct PfnHasher(u64);
-
-impl Hasher for PfnHasher {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 32)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.write_u64(u64::from(byte));
-        }
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 = (self.0 ^ value).wrapping_mul(SPREAD);
-    }
-}
-
-type Shard = HashMap<u64, u8, BuildHasherDefault<PfnHasher>>;
 
 /// What [`LiveTable::take`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,90 +60,279 @@ pub(crate) enum Take {
     Absent,
 }
 
-/// The pfns handed out by `alloc_fast` and not yet freed, each with its size order.
-pub(crate) struct LiveTable {
-    shards: Box<[Mutex<Shard>]>,
-    shift: u32,
+/// The states of [`LEAF_PFNS`] consecutive pfns.
+struct Leaf {
+    /// The pfns `region << LEAF_BITS ..` are this leaf's.
+    region: u64,
+    /// The next leaf of the bucket; written once, before the leaf is published, and
+    /// never again.
+    next: *mut Leaf,
+    /// Per pfn: 0 = not live, `order + 1` = live with that order. Every change is a
+    /// read-modify-write, so two frees of one pfn cannot both see it live.
+    states: Box<[AtomicU8]>,
 }
 
+/// The pfns handed out by `alloc_fast` and not yet freed, each with its size order.
+///
+/// Upholds the domain's half of [invariant 1](crate::docs::design#invariant-1-conservation)
+/// for a checked fast path: a pfn enters a magazine only through a `take` that found it
+/// live, and each live pfn can be taken once.
+pub(crate) struct LiveTable {
+    /// Heads of the buckets' leaf lists, null when empty. A leaf is linked by a Release
+    /// compare-and-swap of its bucket's head after its fields are written; readers load
+    /// heads with Acquire. Leaves are only ever prepended, never unlinked before drop.
+    buckets: Box<[AtomicPtr<Leaf>]>,
+}
+
+// SAFETY: leaves are reached only through the buckets' atomics, their immutable fields are
+// written before publication and their states are atomics; the table owns every leaf.
+unsafe impl Send for LiveTable {}
+// SAFETY: as above: all shared mutation is atomic.
+unsafe impl Sync for LiveTable {}
+
 impl LiveTable {
-    /// A table with about four shards per CPU slot (a power of two, 4 to 1024).
-    pub(crate) fn new(cpus: usize) -> Self {
-        let count = cpus.saturating_mul(4).clamp(4, 1024).next_power_of_two();
+    /// An empty table (its directory only; no leaf yet).
+    pub(crate) fn new() -> Self {
         Self {
-            shards: (0..count).map(|_| Mutex::new(Shard::default())).collect(),
-            shift: u64::BITS - count.trailing_zeros(),
+            buckets: (0..BUCKETS)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect(),
         }
     }
 
-    fn shard(&self, pfn: u64) -> MutexGuard<'_, Shard> {
-        // The top bits of the product depend on every bit of the pfn.
-        let index = (pfn.wrapping_mul(SPREAD) >> self.shift) as usize;
-        // Nothing here panics while holding the lock; a poisoned shard is still whole.
-        self.shards[index]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn bucket(region: u64) -> usize {
+        // The top bits of the product depend on every bit of the region number.
+        (region.wrapping_mul(SPREAD) >> (u64::BITS - BUCKETS.trailing_zeros())) as usize
     }
 
-    /// Records `pfn` as live with `order`; false if it was live already.
-    pub(crate) fn insert(&self, pfn: u64, order: u8) -> bool {
-        self.shard(pfn).insert(pfn, order).is_none()
+    /// The leaf of `region` among the leaves from `head` (one of our buckets' heads) on.
+    fn find_from(&self, head: *mut Leaf, region: u64) -> Option<&Leaf> {
+        let mut leaf = head;
+        while !leaf.is_null() {
+            // SAFETY: a non-null pointer in a bucket list is a published leaf (Acquire on
+            // the head, fields written before the Release link), never freed before the
+            // table drops, which needs `&mut self`: it lives as long as `&self`.
+            let found = unsafe { &*leaf };
+            if found.region == region {
+                return Some(found);
+            }
+            leaf = found.next;
+        }
+        None
+    }
+
+    /// The byte of `pfn`, if its leaf exists.
+    fn state(&self, pfn: u64) -> Option<&AtomicU8> {
+        let region = pfn >> LEAF_BITS;
+        let head = self.buckets[Self::bucket(region)].load(Ordering::Acquire);
+        let leaf = self.find_from(head, region)?;
+        Some(&leaf.states[(pfn as usize) & (LEAF_PFNS - 1)])
+    }
+
+    /// The byte of `pfn`, creating its leaf if need be.
+    fn state_or_insert(&self, pfn: u64) -> &AtomicU8 {
+        let region = pfn >> LEAF_BITS;
+        let bucket = &self.buckets[Self::bucket(region)];
+        let mut head = bucket.load(Ordering::Acquire);
+        let mut spare: Option<Box<Leaf>> = None;
+        let leaf = loop {
+            if let Some(leaf) = self.find_from(head, region) {
+                break leaf;
+            }
+            let mut new = spare.take().unwrap_or_else(|| {
+                Box::new(Leaf {
+                    region,
+                    next: ptr::null_mut(),
+                    states: (0..LEAF_PFNS).map(|_| AtomicU8::new(0)).collect(),
+                })
+            });
+            new.next = head;
+            let new = Box::into_raw(new);
+            match bucket.compare_exchange(head, new, Ordering::AcqRel, Ordering::Acquire) {
+                // SAFETY: just published; leaves live as long as the table.
+                Ok(_) => break unsafe { &*new },
+                Err(current) => {
+                    // SAFETY: the CAS failed, so `new` was never published: still ours.
+                    spare = Some(unsafe { Box::from_raw(new) });
+                    head = current;
+                }
+            }
+        };
+        &leaf.states[(pfn as usize) & (LEAF_PFNS - 1)]
+    }
+
+    /// Records `pfn`, which the caller owns and which is not live, as live with `order`.
+    ///
+    /// A plain store, not a read-modify-write: the caller took `pfn` out of a magazine or
+    /// the tree, so no correct thread can free it before this returns; a thread that frees
+    /// it anyway (a caller's bug: it is not theirs) can be told from its owner by no
+    /// table. Every free is a read-modify-write, so two frees still cannot both succeed.
+    pub(crate) fn insert(&self, pfn: u64, order: u8) {
+        let state = self.state_or_insert(pfn);
+        debug_assert_eq!(
+            state.load(Ordering::Relaxed),
+            0,
+            "pfn {pfn:#x} handed out while live"
+        );
+        state.store(order + 1, Ordering::Release);
     }
 
     /// Ends the life of `pfn` if it is live with `order`.
     pub(crate) fn take(&self, pfn: u64, order: u8) -> Take {
-        let mut shard = self.shard(pfn);
-        match shard.get(&pfn) {
-            None => Take::Absent,
-            Some(&live) if live != order => Take::OtherOrder(live),
-            Some(_) => {
-                shard.remove(&pfn);
-                Take::Taken
+        let Some(state) = self.state(pfn) else {
+            return Take::Absent;
+        };
+        // MUTANT (`live_take_load_then_store`): check, then clear: two frees both pass.
+        let found = if cfg!(magazine_mutant = "live_take_load_then_store") {
+            let found = state.load(Ordering::Acquire);
+            if found == order + 1 {
+                state.store(0, Ordering::Release);
             }
+            found
+        } else {
+            match state.compare_exchange(order + 1, 0, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(found) | Err(found) => found,
+            }
+        };
+        match found {
+            0 => Take::Absent,
+            live if live == order + 1 => Take::Taken,
+            live => Take::OtherOrder(live - 1),
         }
     }
 
-    /// Ends the life of `pfn` whatever its order.
+    /// Ends the life of `pfn` whatever its order; returns the order it was live with.
     pub(crate) fn remove(&self, pfn: u64) -> Option<u8> {
-        self.shard(pfn).remove(&pfn)
+        let previous = self.state(pfn)?.swap(0, Ordering::AcqRel);
+        previous.checked_sub(1)
     }
 
     /// Whether `pfn` is live.
     pub(crate) fn contains(&self, pfn: u64) -> bool {
-        self.shard(pfn).contains_key(&pfn)
+        self.state(pfn)
+            .is_some_and(|state| state.load(Ordering::Acquire) != 0)
+    }
+
+    /// Calls `f` with every leaf.
+    fn for_each_leaf(&self, mut f: impl FnMut(&Leaf)) {
+        for bucket in self.buckets.iter() {
+            let mut leaf = bucket.load(Ordering::Acquire);
+            while !leaf.is_null() {
+                // SAFETY: as in `find_from`: a published leaf, alive while `&self` is.
+                let found = unsafe { &*leaf };
+                f(found);
+                leaf = found.next;
+            }
+        }
     }
 
     /// All live pfns with their orders (exact only when no thread works on the table).
     pub(crate) fn snapshot(&self) -> Vec<(u64, u8)> {
         let mut all = Vec::new();
-        for shard in self.shards.iter() {
-            let shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
-            all.extend(shard.iter().map(|(&pfn, &order)| (pfn, order)));
-        }
+        self.for_each_leaf(|leaf| {
+            for (index, state) in leaf.states.iter().enumerate() {
+                let state = state.load(Ordering::Acquire);
+                if state != 0 {
+                    all.push(((leaf.region << LEAF_BITS) | index as u64, state - 1));
+                }
+            }
+        });
         all
     }
 
     /// Number of live pfns (exact only when no thread works on the table).
     pub(crate) fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| shard.lock().unwrap_or_else(PoisonError::into_inner).len())
-            .sum()
+        let mut live = 0;
+        self.for_each_leaf(|leaf| {
+            live += leaf
+                .states
+                .iter()
+                .filter(|state| state.load(Ordering::Relaxed) != 0)
+                .count();
+        });
+        live
     }
 }
 
-#[cfg(test)]
+impl Drop for LiveTable {
+    fn drop(&mut self) {
+        for bucket in self.buckets.iter_mut() {
+            let mut leaf = bucket.load(Ordering::Relaxed);
+            while !leaf.is_null() {
+                // SAFETY: `&mut self`: no reader is left; each leaf is linked exactly once
+                // (a failed CAS takes its leaf back), so this frees each once.
+                let owned = unsafe { Box::from_raw(leaf) };
+                leaf = owned.next;
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(magazine_model)))]
 mod tests {
     use super::*;
 
     #[test]
     fn take_checks_the_order() {
-        let live = LiveTable::new(2);
-        assert!(live.insert(64, 3));
-        assert!(!live.insert(64, 3));
+        let live = LiveTable::new();
+        live.insert(64, 3);
+        assert!(live.contains(64));
         assert_eq!(live.take(64, 2), Take::OtherOrder(3));
         assert_eq!(live.take(64, 3), Take::Taken);
         assert_eq!(live.take(64, 3), Take::Absent);
+        assert_eq!(live.len(), 0);
+    }
+
+    #[test]
+    fn pfns_far_apart_and_in_one_bucket_keep_their_own_states() {
+        let live = LiveTable::new();
+        // Regions that share a bucket: the list holds several leaves.
+        let mut pfns: Vec<u64> = (0..4 * BUCKETS as u64)
+            .map(|region| region << LEAF_BITS | 5)
+            .collect();
+        pfns.extend([0, u64::MAX - 1, 1 << 40, (1 << 40) + 1]);
+        for (index, &pfn) in pfns.iter().enumerate() {
+            live.insert(pfn, (index % 6) as u8);
+        }
+        assert_eq!(live.len(), pfns.len());
+        let mut snapshot = live.snapshot();
+        snapshot.sort_unstable();
+        let mut expected: Vec<_> = pfns
+            .iter()
+            .enumerate()
+            .map(|(index, &pfn)| (pfn, (index % 6) as u8))
+            .collect();
+        expected.sort_unstable();
+        assert_eq!(snapshot, expected);
+        assert!(!live.contains(6) && live.contains(5));
+        assert_eq!(
+            live.remove(u64::MAX - 1),
+            Some(((pfns.len() - 3) % 6) as u8)
+        );
+        assert_eq!(live.remove(u64::MAX - 1), None);
+        assert_eq!(live.remove(7 << 50), None, "no leaf there");
+        assert_eq!(live.take(7 << 50, 0), Take::Absent);
+    }
+
+    #[test]
+    fn racing_frees_of_one_pfn_take_it_once() {
+        use std::sync::atomic::AtomicUsize;
+        let live = LiveTable::new();
+        let taken = AtomicUsize::new(0);
+        for round in 0..200u64 {
+            let pfn = round * 4097;
+            live.insert(pfn, 1);
+            std::thread::scope(|scope| {
+                for _ in 0..3 {
+                    scope.spawn(|| {
+                        if live.take(pfn, 1) == Take::Taken {
+                            taken.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                        }
+                    });
+                }
+            });
+        }
+        assert_eq!(taken.into_inner(), 200);
         assert_eq!(live.len(), 0);
     }
 }

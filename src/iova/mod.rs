@@ -59,7 +59,7 @@ mod range;
 mod rcache;
 mod tree;
 
-pub use domain::{IovaDomain, IovaStats};
+pub use domain::{FreeCheck, IovaDomain, IovaStats};
 pub use error::{CheckError, IovaError};
 pub use range::Iova;
 pub use rcache::IOVA_RANGE_CACHE_MAX_SIZE;

@@ -29,10 +29,11 @@
 //!   size bounds both).
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::PoisonError;
 
 use super::error::{CheckError, IovaError};
 use super::range::Iova;
+use crate::sync::{Mutex, MutexGuard};
 
 /// The anchor pfn: the top of the space, never allocated (Linux `IOVA_ANCHOR`).
 pub(crate) const ANCHOR: u64 = u64::MAX;
