@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """Medians of several criterion runs, with their spread.
 
-    python3 benches/rounds.py target/bench-round-1 target/bench-round-2 target/bench-round-3
+    python3 benches/rounds.py target/bench-round-{1,2,3}/criterion
+    python3 benches/rounds.py DIR... --ratio ID_A ID_B [--ratio ID_C ID_D ...]
 
 For every benchmark id found in all the given criterion directories: the median over the
 runs of criterion's per-run median, and the lowest and highest of those per-run medians.
 Prints ns per element and, for throughput benchmarks, M elements per second.
+
+`--ratio A B` prints, for each run, time(A) / time(B) (below 1: A is faster), then the
+median of those per-run ratios and their spread: a ratio is taken inside one run, where
+both rows saw the same machine, never across runs.
 """
 import json
 import pathlib
@@ -24,7 +29,13 @@ def load(root):
     return results
 
 
-runs = [load(root) for root in sys.argv[1:]]
+args = sys.argv[1:]
+ratios = []
+while "--ratio" in args:
+    at = args.index("--ratio")
+    ratios.append((args[at + 1], args[at + 2]))
+    del args[at : at + 3]
+runs = [load(root) for root in args]
 ids = sorted(set.intersection(*(set(run) for run in runs)))
 print("| benchmark | ns/item (median of runs) | spread | M items/s |")
 print("|---|---|---|---|")
@@ -32,3 +43,17 @@ for key in ids:
     values = [run[key] for run in runs]
     mid = statistics.median(values)
     print(f"| {key} | {mid:.3f} | {min(values):.3f}-{max(values):.3f} | {1e3 / mid:.1f} |")
+if ratios:
+    print()
+    print("| time(A) / time(B) | per run | median | spread |")
+    print("|---|---|---|---|")
+    for a, b in ratios:
+        per_run = [run[a] / run[b] for run in runs if a in run and b in run]
+        if not per_run:
+            print(f"| {a} / {b} | missing | | |")
+            continue
+        shown = ", ".join(f"{r:.2f}" for r in per_run)
+        print(
+            f"| {a} / {b} | {shown} | {statistics.median(per_run):.2f} "
+            f"| {min(per_run):.2f}-{max(per_run):.2f} |"
+        )

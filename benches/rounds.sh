@@ -7,6 +7,8 @@
 #
 # Round i writes target/bench-round-i/criterion and its log target/bench-round-i.log (the
 # io_loop bench prints its source-call shares there). Binaries are built before round 1.
+# Ratios inside each run: python3 benches/rounds.py target/bench-round-*/criterion \
+#   --ratio <id A> <id B> ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
