@@ -3,7 +3,7 @@
 # spread (benches/rounds.py). Run on a quiet machine: nothing else running.
 #
 #   bash benches/rounds.sh [rounds] [bench...]     (default: 3 rounds of
-#                                                  fast_path handoff depot io_loop)
+#                                                  fast_path handoff depot io_loop iova)
 #
 # Round i writes target/bench-round-i/criterion and its log target/bench-round-i.log (the
 # io_loop bench prints its source-call shares there). Binaries are built before round 1.
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3}
 shift || true
 benches=("$@")
-[ ${#benches[@]} -gt 0 ] || benches=(fast_path handoff depot io_loop)
+[ ${#benches[@]} -gt 0 ] || benches=(fast_path handoff depot io_loop iova)
 args=()
 for bench in "${benches[@]}"; do args+=(--bench "$bench"); done
 cargo bench --no-run "${args[@]}" >/dev/null 2>&1
