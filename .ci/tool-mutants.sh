@@ -32,9 +32,11 @@ failed=0
 verdict() {
   local tool=$1 mutant=$2 status=$3 seconds=$4 pattern=$5 what where test
   if [ "$status" -ne 0 ] && grep -q "$pattern" "$log"; then
-    what=$(grep -m1 "$pattern" "$log" | sed 's/^ *//; s/ (pid=[0-9]*)//' | cut -c1-140)
-    # Where: Miri's source line, or the function of TSan's earlier access.
-    where=$(grep -m1 -A1 "$pattern" "$log" | sed -n 's/^ *--> //p')
+    # The report from its first words (Miri's output interleaves the seeds' test lines).
+    what=$(grep -m1 -o "$pattern.*" "$log" | sed 's/ (pid=[0-9]*)//' | cut -c1-150)
+    # Where: the first frame in this crate's src/ of Miri's backtrace, or the function of
+    # TSan's earlier access.
+    where=$(sed -n "/$pattern/,\$p" "$log" | grep -m1 -o 'at src/[^: ]*:[0-9]*' | sed 's/^at //' || true)
     [ -n "$where" ] || where=$(sed -n '/Previous write\|Previous read/{n;p;q}' "$log" \
       | sed 's/^ *#0 \(.*\) [^ ]*-cgu\..*/\1/' | perl -pe '1 while s/(\w)<[^<>]*>/$1/g')
     what="$what${where:+ (at \`$where\`)}"
