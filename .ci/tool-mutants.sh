@@ -58,14 +58,17 @@ miri() {
   # cargo-miri ignores RUSTC_WRAPPER, so the cfg goes in RUSTFLAGS, in a target dir of its
   # own (every crate is rebuilt for Miri there once; later runs reuse it).
   # The flags of miri.sh (the leak check off: a seed that finds no UB must not stop the
-  # seeds after it on crossbeam's apparent leaks), more seeds.
+  # seeds after it on crossbeam's apparent leaks), more seeds, and 2,000 operations per
+  # stress test instead of miri.sh's 500 (passed through Miri's isolation): more pops race.
   export MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-permissive-provenance -Zmiri-ignore-leaks"
-  MIRIFLAGS+=" -Zmiri-many-seeds=0..${MIRI_MUTANT_SEEDS:-8}"
+  MIRIFLAGS+=" -Zmiri-many-seeds=0..${MIRI_MUTANT_SEEDS:-8} -Zmiri-env-forward=MAGAZINE_STRESS_OPS"
+  export MAGAZINE_STRESS_OPS=2000
   RUSTFLAGS="--cfg magazine_mutant=\"$mutant\"" CARGO_TARGET_DIR=$ROOT/miri-mutant \
     cargo +nightly miri test -p magazine --test stress --no-run
   start=$SECONDS
   RUSTFLAGS="--cfg magazine_mutant=\"$mutant\"" CARGO_TARGET_DIR=$ROOT/miri-mutant \
     cargo +nightly miri test -p magazine --test stress >"$log" 2>&1 || status=$?
+  unset MAGAZINE_STRESS_OPS
   verdict Miri "$mutant" "$status" $((SECONDS - start)) 'Undefined Behavior'
 }
 

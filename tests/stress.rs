@@ -3,7 +3,7 @@
 //! The tracking source panics on a duplicated or foreign id; after the cache is dropped it
 //! must hold exactly the ids it started with ([invariant 1](magazine::docs::design#invariant-1-conservation)).
 //!
-//! `MAGAZINE_STRESS_OPS` sets the allocations per test (default 10^6, 2,000 under Miri; CI's
+//! `MAGAZINE_STRESS_OPS` sets the allocations per test (default 10^6, 500 under Miri; CI's
 //! valgrind and sanitizer runs use smaller numbers).
 
 mod common;
@@ -19,9 +19,9 @@ fn ops() -> usize {
     std::env::var("MAGAZINE_STRESS_OPS")
         .ok()
         .and_then(|v| v.parse().ok())
-        // Miri runs about 10^5 times slower: a few thousand still move magazines through
+        // Miri runs about 10^5 times slower: a few hundred still move magazines through
         // the depot, trim and the source on every test.
-        .unwrap_or(if cfg!(miri) { 2_000 } else { 1_000_000 })
+        .unwrap_or(if cfg!(miri) { 500 } else { 1_000_000 })
 }
 
 #[derive(Clone, Copy)]
