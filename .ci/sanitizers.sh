@@ -10,6 +10,9 @@
 # uses no fences. So no suppressions are needed, and there are none.
 #
 #   bash .ci/sanitizers.sh [tsan|asan]...     (default: both)
+#
+# Measured on the shared 2-core machine (upper bounds): 99 s with the builds cached; the
+# first builds (std included) took 3.8 (TSan) and 6.3 (ASan) CPU-min. README has more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source .ci/nightly.sh
