@@ -2,7 +2,7 @@
 
 /// The id of the CPU the calling thread runs on: `sched_getcpu()` on Linux, and a stable
 /// per-thread index elsewhere (and under the model checkers, where it names the model
-/// thread). Without the `std` feature it is 0: set
+/// thread, and under Miri, which has no `sched_getcpu`). Without the `std` feature it is 0: set
 /// [`Options::current_cpu`](crate::Options::current_cpu) to your platform's CPU id instead.
 ///
 /// The thread may migrate right after the call; the cache only uses the id to pick a slot
@@ -20,7 +20,8 @@ pub fn current() -> usize {
     }
     #[cfg(feature = "std")]
     {
-        #[cfg(all(target_os = "linux", not(magazine_model)))]
+        // Miri has no `sched_getcpu`: it gets the per-thread index.
+        #[cfg(all(target_os = "linux", not(any(magazine_model, miri))))]
         {
             // SAFETY: `sched_getcpu` has no preconditions; it returns -1 on failure.
             let cpu = unsafe { libc::sched_getcpu() };

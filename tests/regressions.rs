@@ -138,6 +138,10 @@ fn iova_class_stats_count_tree_allocations_and_exhaustion_flushes() {
 /// every Rust source of the package (and the model-check crate), must be the id rustdoc
 /// gives one of that module's headings.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "reads the sources from disk; Miri's isolation has no file system"
+)]
 fn design_doc_links_name_existing_headings() {
     use std::collections::BTreeSet;
     use std::fs;
@@ -246,6 +250,7 @@ fn library_modules() -> Vec<(String, String)> {
 /// `#[cfg]` twins of fields, methods or statements in production types; and the model
 /// checkers' builds are named once (`cfg(magazine_model)`, set by `build.rs`).
 #[test]
+#[cfg_attr(miri, ignore = "reads files, which Miri's isolation forbids")]
 fn production_sources_have_no_mutant_only_items() {
     for (module, text) in library_modules() {
         for line in text.lines() {
@@ -265,6 +270,7 @@ fn production_sources_have_no_mutant_only_items() {
 /// The modules of the library form no import cycle (e.g. the per-CPU front end and the
 /// per-thread handle once imported each other).
 #[test]
+#[cfg_attr(miri, ignore = "reads files, which Miri's isolation forbids")]
 fn library_modules_have_no_import_cycle() {
     use std::collections::{BTreeMap, BTreeSet};
 

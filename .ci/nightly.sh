@@ -1,0 +1,31 @@
+# Sourced by the nightly-only CI steps (miri.sh, sanitizers.sh, tool-mutants.sh). The crate
+# itself builds and tests on stable; only these checks need the nightly toolchain with the
+# miri and rust-src components (Miri, and `-Zbuild-std` for the sanitizers).
+#
+#   need_nightly miri|build-std
+#
+# Where the toolchain or its components cannot be had (no nightly, no reachable rustup
+# server), the step is SKIPPED, loudly, and CI goes on: the stable checks do not depend on
+# it. Where they can, a failure of the check fails CI.
+skip() {
+  echo "::: $what: SKIPPED: $1; this nightly-only check did not run" >&2
+  exit 0
+}
+
+need_nightly() {
+  local what=$1 sysroot
+  if ! rustc +nightly --version >/dev/null 2>&1; then
+    skip "no nightly toolchain (rustup toolchain list)"
+  fi
+  sysroot=$(rustc +nightly --print sysroot)
+  if ! cargo +nightly miri --version >/dev/null 2>&1 \
+    || [ ! -f "$sysroot/lib/rustlib/src/rust/library/Cargo.lock" ]; then
+    # A machine of the image may lack the components; rustup's ordinary client adds them
+    # where its server is reachable (it was from this machine). Skip loudly otherwise.
+    echo "::: $what: adding the nightly components miri and rust-src"
+    if ! timeout 300 rustup component add --toolchain nightly miri rust-src; then
+      skip "nightly lacks miri/rust-src and rustup could not add them"
+    fi
+  fi
+  rustc +nightly --version
+}
