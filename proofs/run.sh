@@ -100,11 +100,22 @@ run trim_add_before_link     fail     trim.pml      "-DADD_FIRST"               
 run fixedcap                 pass     fixedcap.pml  "-DOPS=3"                          ""            "-m100000"
 run fixedcap_split_cap       fail     fixedcap.pml  "-DSPLIT_CAP -DONLY_DEPOT_BOUND"   "-DREACH"     "-m1000 -i"
 run fixedcap_dec_first       fail     fixedcap.pml  "-DDEC_FIRST -DONLY_DEPOT_BOUND"   "-DREACH"     "-m1000 -i"
-run cache_1slot_3items_2ops  pass     cache.pml     "-DSLOTS=1 -DITEMS=3 -DOPS=2"      ""            "-m1000000"
-run cache_1slot_2items_3ops  pass     cache.pml     "-DSLOTS=1 -DITEMS=2 -DOPS=3"      "-DCOLLAPSE"  "-m1000000 -w26"
-run cache_2slots_2items_2ops pass     cache.pml     "-DSLOTS=2 -DITEMS=2 -DOPS=2"      "-DCOLLAPSE"  "-m1000000 -w26"
-run cache_busy_waits         fail     cache.pml     "-DBUSY_WAITS -DITEMS=3 -DOPS=2"   "-DREACH"     "-m1000 -i"
-run cache_busy_spins         fail     cache.pml     "-DBUSY_SPINS -DITEMS=3 -DOPS=2"   ""            "-m1000"
+# cache.pml at -O0 (the last -O wins): its pan.c takes ~20 s to compile at -O1, ~4 s at -O0,
+# and runs ~1.4x slower; -O0 agrees with -O1 (README, "Why gcc -O1").
+# Defaults: 1 slot, 2 items, 2 workers of 2 operations each, magazines of 1 item.
+run cache_1slot_flush_cpu    pass     cache.pml     "-DFLUSH=1 -DTRIM=0"               "-O0 -DCOLLAPSE" "-m1000000 -w26"
+run cache_1slot_trim         pass     cache.pml     "-DFLUSH=0 -DTRIM=1"               "-O0 -DCOLLAPSE" "-m1000000 -w26"
+run cache_2slots_flush_cpu   pass     cache.pml     "-DSLOTS=2 -DW2CPU=1 -DFLUSH=1 -DTRIM=0" "-O0 -DCOLLAPSE" "-m1000000 -w26"
+run cache_magsz2_trim        pass     cache.pml     "-DMAGSZ=2 -DITEMS=3 -DFLUSH=0 -DTRIM=1" "-O0 -DCOLLAPSE" "-m1000000 -w26"
+run cache_magsz2_preload     pass     cache.pml     "-DMAGSZ=2 -DITEMS=3 -DPRELOAD -DFLUSH=0 -DTRIM=0" "-O0" "-m1000000"
+run cache_progress_1slot     pass     cache.pml     "-DPROGRESS -DFLUSH=0 -DTRIM=0"    "-O0"         "-m1000000"
+run cache_progress_2slots    pass     cache.pml     "-DPROGRESS -DSLOTS=2 -DFLUSH=0 -DTRIM=0" "-O0 -DCOLLAPSE" "-m1000000 -w26"
+run cache_busy_slot_waits    fail     cache.pml     "-DBUSY_SPINS -DPROGRESS -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
+run cache_busy_slot_blocks   fail     cache.pml     "-DBUSY_WAITS -DPROGRESS -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
+run cache_flush_flag_stays_set fail   cache.pml     "-DFLAG_STAYS_SET -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
+run cache_steal_unowned      fail     cache.pml     "-DSTEAL_UNOWNED -DSLOTS=2 -DW2CPU=1 -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
+run cache_flush_drains_in_place fail  cache.pml     "-DDRAIN_IN_PLACE -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
+run cache_alloc_loose_forgets_rest fail cache.pml   "-DFORGETS_REST -DPRELOAD -DMAGSZ=2 -DITEMS=3 -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 
 echo "proofs: $failures unexpected result(s), $((SECONDS - total_start)) s in all"
 [ "$failures" = 0 ]
