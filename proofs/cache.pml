@@ -37,8 +37,8 @@
  * Checked at the end (all workers and the admin done): the flushing flag and the
  *   trimming flag are clear, no slot is held, conservation.
  * Bounds: -DSLOTS (1-2), -DITEMS (2-3), -DMAGSZ (1-2), -DOPS per worker, 2 workers (worker
- * 2 on CPU W2CPU), the admin (-DFLUSH=0/1/2, -DTRIM=0/1), -DPRELOAD (items cached at the
- * start); the runs are in proofs/run.sh, their bounds in proofs/README.md.
+ * 2 on CPU W2CPU), the admin (-DFLUSH=0/1/2, -DTRIM=0/1), -DPRELOAD or -DSPILL (items
+ * cached at the start); the runs are in proofs/run.sh, their bounds in proofs/README.md.
  * Progress (invariant 3), with -DPROGRESS: the FREEZER may, once, at any point while a
  * worker is inside an operation, freeze every other process (Promela `provided` clauses).  The frozen-out
  * worker must then finish its operation alone within SOLO_BOUND of its own steps: a
@@ -782,6 +782,9 @@ proctype worker(byte cpu) provided (frozen == 0 || frozen == _pid) {
 #if ITEMS >= 3
         :: hand[3] == _pid -> item = 3
 #endif
+#if ITEMS >= 4
+        :: hand[4] == _pid -> item = 4
+#endif
         fi;
         if
         :: item != 0 -> op_begin(0); printf("P%d free_on(%d, item %d)\n", _pid, cpu, item);
@@ -912,6 +915,15 @@ init {
             alive[2 * i + 1] = 1; alive[2 * i + 2] = 1;
             i++
         od;
+#ifdef SPILL
+        /* SPILL (MAGSZ 1, ITEMS 4): slot 0 full (items 1, 2), the full stack at its cap
+         * (item 3), item 4 in worker 1's hands: its free spills and is refused */
+        mit[loaded[0] * MAGSZ] = 1; mlen[loaded[0]] = 1; insrc[1] = 0;
+        mit[prev[0] * MAGSZ] = 2; mlen[prev[0]] = 1; insrc[2] = 0;
+        alive[2 * SLOTS + 1] = 1; mit[(2 * SLOTS + 1) * MAGSZ] = 3; mlen[2 * SLOTS + 1] = 1;
+        dfull[0] = 2 * SLOTS + 1; full_n = 1; insrc[3] = 0;
+        insrc[4] = 0; hand[4] = 1;
+#endif
 #ifdef PRELOAD
         /* PRELOAD: item 1 cached in the last slot, item 2 (and 3 when MAGSZ >= 2) in a
          * magazine on the depot's full stack */
