@@ -104,6 +104,7 @@ run fixedcap_dec_first       fail     fixedcap.pml  "-DDEC_FIRST -DONLY_DEPOT_BO
 # and runs ~1.4x slower; -O0 agrees with -O1 (README, "Why gcc -O1").
 # Defaults: 1 slot, 2 items, 2 workers of 2 operations each, magazines of 1 item.
 run cache_1slot_flush_cpu    pass     cache.pml     "-DFLUSH=1 -DTRIM=0"               "-O0 -DCOLLAPSE" "-m1000000 -w26"
+run cache_1slot_flush        pass     cache.pml     "-DFLUSH=2 -DTRIM=0"               "-O0 -DCOLLAPSE" "-m1000000 -w26"
 run cache_1slot_trim         pass     cache.pml     "-DFLUSH=0 -DTRIM=1"               "-O0 -DCOLLAPSE" "-m1000000 -w26"
 run cache_2slots_flush_cpu   pass     cache.pml     "-DSLOTS=2 -DW2CPU=1 -DFLUSH=1 -DTRIM=0" "-O0 -DCOLLAPSE" "-m1000000 -w26"
 run cache_magsz2_trim        pass     cache.pml     "-DMAGSZ=2 -DITEMS=3 -DFLUSH=0 -DTRIM=1" "-O0 -DCOLLAPSE" "-m1000000 -w26"
