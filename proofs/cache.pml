@@ -1,89 +1,143 @@
 /*
- * cache.pml -- the per-CPU slot protocol and the depot exchange of src/cache.rs,
- * src/slot.rs and src/pair.rs: Cache::alloc_on / free_on (take_slot, MagazinePair::alloc,
- * free, refill, spill, alloc_slow with try_flush, free_slow, release), racing with
- * Cache::flush_cpu and Cache::trim.  The step-to-line table is in proofs/README.md.
+ * cache.pml -- the shared (per-CPU slot) protocol of src/cache.rs, src/slot.rs, src/pair.rs
+ * and the loose paths of src/depot.rs: Cache::alloc_on / free_on (take_slot,
+ * take_other_slot, the pair's alloc/free, alloc_miss with refill and steal, free_miss with
+ * spill, alloc_busy / free_busy with Depot::alloc_loose / free_loose), alloc_slow
+ * (take_cached, the `flushing` flag, try_flush, the final source attempt), racing with
+ * Cache::flush_cpu or Cache::flush and Cache::trim (reclaim_idle_slots, the depot trim).
+ * The step-to-function table is in proofs/README.md, section 4.
  *
  * Abstractions (each justified by another model or by ownership):
- *   - every depot operation (pop_full, push_full with the Fixed cap, pop_empty,
- *     push_empty with the empty cap) is one atomic step: depot.pml checks the Treiber
- *     stack, fixedcap.pml the cap reservation, trim.pml the counting;
- *   - the owner of a slot works on its magazines in atomic steps: nobody else may touch
- *     them (asserted at every access: the slot is owned, by this process);
+ *   - every depot stack operation (pop, push with its cap) is one atomic step: depot.pml
+ *     checks the Treiber stack, fixedcap.pml the cap reservation, trim.pml the counting.
+ *     The one non-linearizable behaviour of Stack::pop (None while a push is in flight,
+ *     README section 4, "Gap") is not modelled;
+ *   - a step private to a slot's owner (the pair's alloc/free, a swap of magazines) is
+ *     merged into the shared step before it (a standard reduction: nobody else may look
+ *     at the slot's magazines, which is asserted at every access);
  *   - a source call is one atomic step (the source is the user's Sync type);
- *   - trim releases ANY number of full and empty magazines (nondeterministic): a
- *     superset of what Fixed, OnePerTick and WorkingSet release, so conservation is
- *     checked for all three.
+ *   - trim releases ANY number of full, partly filled and empty magazines
+ *     (nondeterministic), and any slot may be found idle: a superset of the Fixed,
+ *     OnePerTick and WorkingSet policies.
  *
  * Checked after every step that moves an item or a magazine (check()):
- *   - conservation (invariant 1 of magazine::docs::design): every item is in exactly one place: the
- *     source, one process's hands, or one slot of one allocated magazine;
- *   - every allocated magazine is in exactly one place: a slot (loaded or previous), the
- *     full stack, the empty stack, or one process's hands (a magazine in flight);
- *     full-stack magazines are non-empty, empty-stack ones empty, and the stacks stay
- *     within their caps (invariant 4, caps).
- * Progress (invariant 3): a process FREEZER may, once, at any point while a worker is
- * inside alloc_on/free_on, freeze every other process (Promela `provided` clauses).  The
- * frozen-out worker must then finish its operation alone: if it waited for a slot it
- * would block (pan reports an invalid end state), and a step counter asserts it finishes
- * within SOLO_BOUND steps (no spinning either).
+ *   - conservation (invariant 1): every item in exactly one place: the source, one
+ *     process's hands, one place of one live magazine;
+ *   - every live magazine in exactly one place: a slot (loaded or previous), the full,
+ *     partial or empty stack, or one process's hands (in flight); full-stack magazines are
+ *     non-empty, partial ones neither empty nor full, empty ones empty; the caps hold.
+ * Checked at each access or call:
+ *   - slot mutual exclusion: a process touches a slot's magazines only while it holds a
+ *     guard of that slot and nobody else does (users[s] == its bit);
+ *   - the source is never called while the calling process holds any slot;
+ *   - one flush at a time: never two processes inside try_flush;
+ *   - the exhaustion promise (ghost `quiet`): an alloc that returns None while no other
+ *     process was inside an operation at any moment since the alloc began finds every
+ *     item in some process's hands (nothing in the source, nothing cached).
+ * Checked at the end (all workers and the admin done): the flushing flag and the
+ *   trimming flag are clear, no slot is held, conservation.
+ * Bounds: -DSLOTS (1-2), -DITEMS (2-3), -DMAGSZ (1-2), -DOPS per worker, 2 workers (worker
+ * 2 on CPU W2CPU), the admin (-DFLUSH=0/1/2, -DTRIM=0/1), -DPRELOAD or -DSPILL (items
+ * cached at the start); the runs are in proofs/run.sh, their bounds in proofs/README.md.
+ * Progress (invariant 3), with -DPROGRESS: the FREEZER may, once, at any point while a
+ * worker is inside an operation, freeze every other process (Promela `provided` clauses).  The frozen-out
+ * worker must then finish its operation alone within SOLO_BOUND of its own steps: a
+ * blocking wait is an invalid end state, a spin fails the step assertion.  The one
+ * documented wait (invariant 3's exception, the exhaustion rule): an allocation that lost
+ * the flush flag keeps retrying take_cached while the flag is set; when the flag's holder
+ * is really inside try_flush, the freeze ends there (the check cannot continue); when
+ * nobody is flushing, the spin counts against SOLO_BOUND.
  *
- * -DBUSY_WAITS  negative control: take_slot waits for a busy slot instead of missing
- *               (the mutant "the busy slot path waits for the owner" of issue 3):
- *               a blocking wait, found as an invalid end state.
- * -DBUSY_SPINS  negative control: the same wait as a spin on try_take (like Slot::take),
- *               found by the SOLO_BOUND step assertion.
+ * Negative controls:
+ * -DBUSY_WAITS     take_slot waits (blocks) until its own slot is free: invalid end state.
+ * -DBUSY_SPINS     take_slot spins on try_take of its own slot, as Slot::take does (the
+ *                  crate's mutant busy_slot_waits): SOLO_BOUND assertion.
+ * -DFLAG_STAYS_SET the flushing flag is never cleared (mutant flush_flag_stays_set).
+ * -DSTEAL_UNOWNED  take_victim does not take the victim's slot (mutant steal_unowned).
+ * -DDRAIN_IN_PLACE try_flush returns a slot's items to the source while it holds the slot
+ *                  (the protocol before take_items, the removed Cache::drain_slot).
+ * -DFORGETS_REST   alloc_loose drops the rest of the magazine (mutant
+ *                  alloc_loose_forgets_rest; needs MAGSZ >= 2).
  */
 
 #ifndef SLOTS
 #define SLOTS   1
 #endif
 #ifndef ITEMS
-#define ITEMS   3
+#define ITEMS   2
 #endif
 #ifndef OPS
-#define OPS     3
+#define OPS     2
 #endif
+#ifndef WORKERS
+#define WORKERS 2
+#endif
+#ifndef MAGSZ
 #define MAGSZ   1       /* Config::magazine_size */
-#define CAP     1       /* DepotPolicy::Fixed { max_full } (cap on the full stack) */
-#define MAXEMPTY 1      /* Config::max_empty */
-#define NMAG    (2 * SLOTS + ITEMS + MAXEMPTY + 3)
-#define NPROC   5       /* init, 2 workers, admin, freezer */
+#endif
+#define FULLCAP  1      /* DepotPolicy::Fixed { max_full } (cap on the full stack) */
+#define MAXEMPTY 1      /* Config::empty_cap: cap on the empty AND the partial stack */
+#define NPROC   (WORKERS + 3)   /* init, workers, admin, freezer */
+#define NMAG    (2 * SLOTS + FULLCAP + 2 * MAXEMPTY + 2 * WORKERS + 2)
 #ifndef SOLO_BOUND
 #define SOLO_BOUND 40
 #endif
-
-#define NONE 0
+/* the admin process: FLUSH 0 = none, 1 = flush_cpu(0), 2 = flush(); TRIM 0/1 = trim()
+ * (both: once each, in either order); ADMIN 0 when neither */
+#ifndef FLUSH
+#define FLUSH 1
+#endif
+#ifndef TRIM
+#define TRIM 1
+#endif
+#if FLUSH > 0 || TRIM > 0
+#define ADMIN 1
+#else
+#define ADMIN 0
+#endif
+#define BUSY 255        /* Home::Busy */
 
 /* items 1..ITEMS */
-bool insrc[ITEMS + 1];          /* in the source */
+bool insrc[ITEMS + 1];
 byte hand[ITEMS + 1];           /* pid holding it, 0 = nobody */
 
 /* magazines 1..NMAG */
-bool alive[NMAG + 1];           /* allocated (Magazine::new) and not dropped */
+bool alive[NMAG + 1];
 byte mlen[NMAG + 1];
-byte mit[(NMAG + 1) * MAGSZ];   /* items of magazine m: mit[m*MAGSZ .. m*MAGSZ+mlen) */
+byte mit[(NMAG + 1) * MAGSZ];
 
 /* slots */
 bool owned[SLOTS];              /* Slot::owned */
-byte owner[SLOTS];              /* ghost: pid of the owner */
+byte users[SLOTS];              /* ghost: bit p set while process p holds a guard */
 byte loaded[SLOTS];
 byte prev[SLOTS];
+byte nheld[NPROC];              /* ghost: slots held by each process */
 
 /* depot stacks (LIFO arrays) */
-byte dfull[NMAG];  byte full_n;
-byte dempty[NMAG]; byte empty_n;
-bool trimming;
+byte dfull[FULLCAP];  byte full_n;
+byte dpart[MAXEMPTY]; byte part_n;
+byte dempty[MAXEMPTY]; byte empty_n;
+bool trimming;                  /* Depot::trimming */
 
-byte held[NPROC];               /* a magazine in flight, out of every slot and stack */
+bool source_dry;                /* Cache::source_dry */
+bool flushing;                  /* Cache::flushing */
+byte nflush;                    /* ghost: processes inside try_flush */
 
-/* progress check */
+byte hm[NPROC * 2];             /* magazines in flight, out of every slot and stack */
+
+/* progress and the exhaustion promise */
 byte frozen;                    /* 0, or the only pid allowed to run */
 bool froze_once;
 byte solo;                      /* steps taken by the frozen-out worker */
 bool inop[NPROC];
+byte quiet;                     /* bit p: nobody else has been inside an op since p's alloc began */
+byte finished;
 
-hidden byte ck_i, ck_m, ck_k, ck_c, ck_s;
+hidden byte ck_i, ck_m, ck_k, ck_c, ck_s, hk;             /* temporaries within one atomic step */
+
+#define BIT      (1 << _pid)
+#define H0       hm[_pid * 2]
+#define H1       hm[_pid * 2 + 1]
 
 inline check() {
     /* items: exactly one place each */
@@ -107,11 +161,11 @@ inline check() {
             fi;
             ck_m++
         od;
-        assert(ck_c == 1);
+        assert(ck_c == 1);              /* item ck_i in exactly one place */
         ck_i++
     od;
+    assert(full_n <= FULLCAP && part_n <= MAXEMPTY && empty_n <= MAXEMPTY);
     /* magazines: exactly one place each */
-    assert(full_n <= CAP && empty_n <= MAXEMPTY);
     ck_m = 1;
     do
     :: ck_m > NMAG -> break
@@ -131,15 +185,20 @@ inline check() {
         od;
         ck_k = 0;
         do
+        :: ck_k >= part_n -> break
+        :: else -> if :: dpart[ck_k] == ck_m -> ck_c++; assert(mlen[ck_m] > 0 && mlen[ck_m] < MAGSZ) :: else fi; ck_k++
+        od;
+        ck_k = 0;
+        do
         :: ck_k >= empty_n -> break
         :: else -> if :: dempty[ck_k] == ck_m -> ck_c++; assert(mlen[ck_m] == 0) :: else fi; ck_k++
         od;
         ck_k = 0;
         do
-        :: ck_k >= NPROC -> break
-        :: else -> if :: held[ck_k] == ck_m -> ck_c++ :: else fi; ck_k++
+        :: ck_k >= NPROC * 2 -> break
+        :: else -> if :: hm[ck_k] == ck_m -> ck_c++ :: else fi; ck_k++
         od;
-        assert(ck_c == (alive[ck_m] -> 1 : 0));
+        assert(ck_c == (alive[ck_m] -> 1 : 0));     /* magazine ck_m in exactly one place */
         ck_m++
     od;
     ck_m = 0        /* a break above must land inside the caller's d_step */
@@ -148,200 +207,505 @@ inline check() {
 /* one step of a worker; bounded when it runs alone */
 #define STEP  if :: frozen == _pid -> solo++; assert(solo <= SOLO_BOUND) :: else fi
 
-/* Magazine::new: the lowest unallocated id */
-inline new_magazine(m) {
+/* ---- magazines ---- */
+
+inline new_magazine(m) {                        /* Magazine::new: lowest unallocated id */
     m = 1;
     do
-    :: m > NMAG -> assert(false)                /* NMAG too small for the bounds */
+    :: m > NMAG -> assert(false)
     :: !alive[m] -> alive[m] = 1; mlen[m] = 0; break
     :: else -> m++
     od
 }
 
-inline drop_magazine(m) {
-    assert(mlen[m] == 0);
-    alive[m] = 0
-}
+inline drop_magazine(m) { assert(mlen[m] == 0); alive[m] = 0; m = 0 }
 
-/* magazine m's items -> the source (Cache::free_to_source; Source::free_batch) */
-inline to_source(m) {
-    do
-    :: mlen[m] == 0 -> break
-    :: else -> mlen[m]--; insrc[mit[m * MAGSZ + mlen[m]]] = 1; mit[m * MAGSZ + mlen[m]] = 0
-    od
-}
-
-inline mag_pop(m, it) {      /* Magazine::pop */
+inline mag_pop(m, it) {                         /* Magazine::pop */
     mlen[m]--; it = mit[m * MAGSZ + mlen[m]]; mit[m * MAGSZ + mlen[m]] = 0; hand[it] = _pid
 }
 
-inline mag_push(m, it) {     /* Magazine::push */
-    mit[m * MAGSZ + mlen[m]] = it; mlen[m]++; hand[it] = 0
+inline mag_push(m, it) {                        /* Magazine::push */
+    assert(mlen[m] < MAGSZ); mit[m * MAGSZ + mlen[m]] = it; mlen[m]++; hand[it] = 0
 }
 
-inline mine(s) { assert(owned[s] && owner[s] == _pid) }
+/* Cache::free_to_source (Source::free_batch): every item of m to the source */
+inline to_source(m) {
+    assert(nheld[_pid] == 0);                   /* the source never runs while we hold a slot */
+    do
+    :: mlen[m] == 0 -> break
+    :: else -> mlen[m]--; insrc[mit[m * MAGSZ + mlen[m]]] = 1; mit[m * MAGSZ + mlen[m]] = 0
+    od;
+    source_dry = 0
+}
 
-/* Slot::try_take: owned.swap(true, Acquire) */
+/* Cache::source_alloc: the lowest item in the source, or 0 */
+inline source_alloc(it) {
+    d_step {
+        assert(nheld[_pid] == 0);
+        it = 0; hk = 1;
+        do
+        :: hk > ITEMS -> break
+        :: insrc[hk] -> insrc[hk] = 0; hand[hk] = _pid; it = hk; break
+        :: else -> hk++
+        od;
+        if :: it != 0 -> source_dry = 0 :: else fi;
+        hk = 0;
+        check()
+    }
+}
+
+/* ---- slots ---- */
+
+inline mine(s) { assert(users[s] == BIT) }
+
+/* Slot::try_take: owned.compare_exchange(false, true, Acquire, Relaxed) */
 inline try_take(s, got) {
     d_step {
         if
-        :: !owned[s] -> owned[s] = 1; owner[s] = _pid; got = 1;
+        :: !owned[s] -> owned[s] = 1; users[s] = users[s] | BIT; nheld[_pid]++; got = 1;
            printf("P%d takes slot %d\n", _pid, s)
         :: else -> got = 0; printf("P%d finds slot %d busy\n", _pid, s)
         fi
     }
 }
 
-/* SlotGuard::drop: owned.store(false, Release) */
-inline give_back(s) {
-    d_step { mine(s); owner[s] = 0; owned[s] = 0; printf("P%d gives slot %d back\n", _pid, s) }
-}
-
-/* Cache::take_slot: own slot, else the next free one, else None (a busy miss) */
-inline take_slot(cpu, s, got) {
-#if !defined(BUSY_WAITS) && !defined(BUSY_SPINS)
-    s = cpu; try_take(s, got); STEP;
-    k = 1;
-    do
-    :: got || k >= SLOTS -> break
-    :: else -> s = (cpu + k) % SLOTS; try_take(s, got); STEP; k++    /* take_other_slot */
-    od
-#elif defined(BUSY_SPINS)
-    s = cpu;
-    do                                          /* spins on try_take until it wins */
-    :: try_take(s, got); STEP; if :: got -> break :: else fi
-    od
+/* Cache::take_victim: try_take; the mutant makes a guard without taking the slot */
+inline take_victim(s, got) {
+#ifdef STEAL_UNOWNED
+    d_step { users[s] = users[s] | BIT; nheld[_pid]++; got = 1;
+             printf("P%d takes a guard of slot %d WITHOUT taking it\n", _pid, s) }
 #else
-    s = cpu;
-    printf("P%d waits for slot %d\n", _pid, s);
-    d_step { !owned[s] -> owned[s] = 1; owner[s] = _pid; got = 1 };  /* waits */
-    STEP
+    try_take(s, got)
 #endif
 }
 
-/* Depot::pop_full: the top full magazine to held[_pid] */
-inline pop_full(got) {
+/* SlotGuard's Drop: owned.store(false, Release) */
+inline give_back(s) {
     d_step {
-        if
-        :: full_n > 0 -> full_n--; held[_pid] = dfull[full_n]; dfull[full_n] = 0; got = 1
-        :: else -> got = 0
-        fi;
-        check()
+        assert(users[s] & BIT);
+        users[s] = users[s] & ~BIT; owned[s] = 0; nheld[_pid]--;
+        printf("P%d gives slot %d back\n", _pid, s)
     }
 }
 
-/* Depot::push_empty: keep held[_pid] (empty) or drop it at the cap */
+/* Cache::take_slot: own slot, else take_other_slot, else none (the loose path) */
+inline take_slot(cpu, s, got) {
+#if defined(BUSY_SPINS)
+    s = cpu;
+    do                                          /* MUTANT: Slot::take, a spin on try_take */
+    :: try_take(s, got); STEP; if :: got -> break :: else fi
+    od
+#elif defined(BUSY_WAITS)
+    s = cpu;
+    printf("P%d waits for slot %d\n", _pid, s);
+    d_step { !owned[s] -> owned[s] = 1; users[s] = users[s] | BIT; nheld[_pid]++; got = 1;
+             printf("P%d takes slot %d\n", _pid, s) };
+    STEP
+#else
+    s = cpu; try_take(s, got); STEP;
+    tk = 1;
+    do
+    :: got || tk >= SLOTS -> break
+    :: else -> s = (cpu + tk) % SLOTS; try_take(s, got); STEP; tk++    /* take_other_slot */
+    od;
+    tk = 0
+#endif
+}
+
+/* ---- depot ---- */
+
+/* Depot::pop_refill (pop_full, else pop_partial) into H0 */
+inline pop_refill(got) {
+    if
+    :: full_n > 0 -> full_n--; H0 = dfull[full_n]; dfull[full_n] = 0; got = 1
+    :: full_n == 0 && part_n > 0 -> part_n--; H0 = dpart[part_n]; dpart[part_n] = 0; got = 1
+    :: else -> got = 0
+    fi
+}
+
+/* Depot::empty_magazine (pop_empty, else Magazine::new) into m */
+inline empty_magazine(m) {
+    if
+    :: empty_n > 0 -> empty_n--; m = dempty[empty_n]; dempty[empty_n] = 0
+    :: else -> new_magazine(m)
+    fi
+}
+
+/* Depot::push_empty of H0: kept, or dropped at the cap */
 inline push_empty() {
     d_step {
-        assert(mlen[held[_pid]] == 0);
+        assert(mlen[H0] == 0);
         if
-        :: empty_n < MAXEMPTY -> dempty[empty_n] = held[_pid]; empty_n++
-        :: else -> drop_magazine(held[_pid])
+        :: empty_n < MAXEMPTY -> dempty[empty_n] = H0; empty_n++; H0 = 0
+        :: else -> drop_magazine(H0)
         fi;
-        held[_pid] = 0;
         check()
     }
 }
 
-/* Cache::release of held[_pid], then drop it (trim, drain) */
-inline release_and_drop() {
-    d_step { to_source(held[_pid]); check() };
-    d_step { drop_magazine(held[_pid]); held[_pid] = 0; check() }
+/* Depot::push_full of H0 (Fixed cap); refused: H0 stays in our hands */
+inline push_full(ok) {
+    d_step {
+        assert(mlen[H0] > 0);
+        if
+        :: full_n < FULLCAP -> dfull[full_n] = H0; full_n++; H0 = 0; ok = 1
+        :: else -> ok = 0
+        fi;
+        check()
+    }
 }
 
-/* Depot::drain (from Cache::try_flush) */
-inline depot_drain() {
+/* Depot::push_any of H0: empty stack, full stack, or partial stack (cap) else full stack */
+inline push_any(ok) {
+    if
+    :: mlen[H0] == 0 -> push_empty(); ok = 1
+    :: mlen[H0] == MAGSZ -> push_full(ok)
+    :: mlen[H0] > 0 && mlen[H0] < MAGSZ ->
+        d_step {                                /* push_partial */
+            if
+            :: part_n < MAXEMPTY -> dpart[part_n] = H0; part_n++; H0 = 0; ok = 1
+            :: else -> ok = 0
+            fi;
+            check()
+        };
+        if :: !ok -> STEP; push_full(ok) :: else fi
+    fi
+}
+
+/* Cache::release_to_source of H0: items to the source, then push_empty */
+inline release_to_source() {
+    d_step { to_source(H0); check() }; STEP;
+    push_empty()
+}
+
+/* ---- the pair, under a held slot ---- */
+
+/* MagazinePair::alloc */
+inline pair_alloc(s, it) {
+    mine(s);
+    if
+    :: mlen[loaded[s]] > 0 -> mag_pop(loaded[s], it)
+    :: mlen[loaded[s]] == 0 && mlen[prev[s]] > 0 ->
+        hk = loaded[s]; loaded[s] = prev[s]; prev[s] = hk; hk = 0;
+        mag_pop(loaded[s], it)
+    :: else -> it = 0
+    fi
+}
+
+/* MagazinePair::refill: pop_refill, rotate, push_empty (the empty previous), then alloc */
+inline refill_alloc(s, got, it) {
+    d_step {
+        mine(s);
+        pop_refill(got);
+        if
+        :: got ->
+            assert(mlen[loaded[s]] == 0 && mlen[prev[s]] == 0);
+            hk = prev[s]; prev[s] = loaded[s]; loaded[s] = H0; H0 = hk; hk = 0
+        :: else
+        fi;
+        check()
+    };
+    STEP;
+    if
+    :: got ->
+        push_empty();
+        d_step { pair_alloc(s, it); assert(it != 0); check() }; STEP
+    :: else
+    fi
+}
+
+/* Cache::steal into the pair of slot home (both its magazines empty); it = an item or 0.
+ * take_victim each other slot from home + 1 on; steal_from; the victim's guard drops. */
+inline steal(home, it) {
+    st_i = 1; it = 0; stolen = 0;
     do
-    :: pop_full(got); STEP;
-       if :: got -> release_and_drop(); STEP :: else -> break fi
+    :: st_i >= SLOTS || stolen -> break
+    :: else ->
+        st_v = (home + st_i) % SLOTS;
+        take_victim(st_v, got); STEP;
+        if
+        :: got ->
+            d_step {                            /* MagazinePair::steal_from */
+                mine(home); mine(st_v);
+                assert(mlen[loaded[home]] == 0 && mlen[prev[home]] == 0);
+                if
+                :: mlen[prev[st_v]] == MAGSZ || mlen[loaded[st_v]] == 0 ->
+                    if
+                    :: mlen[prev[st_v]] > 0 ->
+                        hk = loaded[home]; loaded[home] = prev[st_v]; prev[st_v] = hk; stolen = 1
+                    :: else
+                    fi
+                :: else ->
+                    hk = loaded[home]; loaded[home] = loaded[st_v]; loaded[st_v] = hk; stolen = 1
+                fi;
+                hk = 0;
+                if :: stolen -> printf("P%d steals from slot %d\n", _pid, st_v) :: else fi;
+                check()
+            };
+            STEP;
+            give_back(st_v); STEP
+        :: else
+        fi;
+        st_i++
+    od;
+    if
+    :: stolen -> d_step { pair_alloc(home, it); assert(it != 0); check() }
+    :: else
+    fi;
+    st_i = 0; st_v = 0; stolen = 0
+}
+
+/* Depot::alloc_loose: pop_partial, else pop_full; one item; push_any the rest */
+inline alloc_loose(it) {
+    d_step {
+        if
+        :: part_n > 0 -> part_n--; H0 = dpart[part_n]; dpart[part_n] = 0; got = 1
+        :: part_n == 0 && full_n > 0 -> full_n--; H0 = dfull[full_n]; dfull[full_n] = 0; got = 1
+        :: else -> got = 0
+        fi;
+        if
+        :: got -> mag_pop(H0, it); printf("P%d alloc_loose: item %d from magazine %d\n", _pid, it, H0)
+        :: else -> it = 0
+        fi;
+#ifdef FORGETS_REST
+        if
+        :: got && mlen[H0] > 0 -> mlen[H0] = 0;                 /* MUTANT: a new empty magazine */
+           printf("P%d alloc_loose (mutant): the rest of magazine %d is forgotten\n", _pid, H0)
+        :: else
+        fi;
+#endif
+        check()
+    };
+    STEP;
+    if
+    :: got ->
+        push_any(ok); STEP;
+        if :: !ok -> release_to_source(); STEP :: else fi
+    :: else
+    fi;
+    got = 0; ok = 0
+}
+
+/* Depot::free_loose(item): pop_partial, else empty_magazine; push; push_any */
+inline free_loose(item) {
+    d_step {
+        if
+        :: part_n > 0 -> part_n--; H0 = dpart[part_n]; dpart[part_n] = 0
+        :: else -> empty_magazine(H0)
+        fi;
+        mag_push(H0, item);
+        printf("P%d free_loose: item %d into magazine %d\n", _pid, item, H0);
+        check()
+    };
+    STEP;
+    push_any(ok); STEP;
+    if :: !ok -> release_to_source(); STEP :: else fi;       /* Cache::free_busy */
+    ok = 0
+}
+
+/* MagazinePair::take_items on slot s: each non-empty magazine out (into H0 / H1),
+ * an empty one (Depot::empty_magazine) in its place */
+inline take_items(s) {
+    d_step {
+        mine(s);
+        if :: mlen[loaded[s]] > 0 -> H0 = loaded[s]; empty_magazine(loaded[s]) :: else fi;
+        check()
+    };
+    d_step {
+        mine(s);
+        if :: mlen[prev[s]] > 0 -> H1 = prev[s]; empty_magazine(prev[s]) :: else fi;
+        check()
+    }
+}
+
+/* Cache::release_each of H0, H1 (after the slot is given back) */
+inline release_each() {
+    if :: H0 != 0 -> release_to_source() :: else fi;
+    if :: H1 != 0 -> d_step { H0 = H1; H1 = 0 }; release_to_source() :: else fi
+}
+
+/* Cache::drain_depot -> Depot::drain: every non-empty magazine released and dropped,
+ * then every empty one dropped */
+inline drain_depot() {
+    do
+    :: d_step { pop_refill(got); check() }; STEP;
+       if
+       :: got -> d_step { to_source(H0); drop_magazine(H0); check() }; STEP
+       :: else -> break
+       fi
     od;
     do
     :: d_step {
            if
-           :: empty_n > 0 -> empty_n--; held[_pid] = dempty[empty_n]; dempty[empty_n] = 0; got = 1
+           :: empty_n > 0 -> empty_n--; H0 = dempty[empty_n]; dempty[empty_n] = 0;
+              drop_magazine(H0); got = 1
            :: else -> got = 0
-           fi
+           fi;
+           check()
        };
        STEP;
-       if :: got -> d_step { drop_magazine(held[_pid]); held[_pid] = 0; check() } :: else -> break fi
-    od
+       if :: got :: else -> break fi
+    od;
+    got = 0
 }
 
-/* Cache::drain_slot: both magazines to the source, in place */
-inline drain_slot(s) {
-    d_step { mine(s); to_source(loaded[s]); check() };
-    d_step { mine(s); to_source(prev[s]); check() }
-}
-
-/* Cache::source_alloc: the lowest item in the source */
-inline source_alloc(got) {
-    d_step {
-        got = 0; k = 1;
-        do
-        :: k > ITEMS -> break
-        :: insrc[k] -> insrc[k] = 0; hand[k] = _pid; got = 1; break
-        :: else -> k++
-        od;
-        check()
-    }
-}
-
-/* Cache::alloc_on(cpu) */
-inline alloc_on(cpu) {
-    take_slot(cpu, s, got);
-    if
-    :: got ->
-        d_step {                                 /* MagazinePair::alloc */
-            mine(s);
-            if
-            :: mlen[loaded[s]] > 0 -> mag_pop(loaded[s], it); done = 1
-            :: mlen[loaded[s]] == 0 && mlen[prev[s]] > 0 ->
-                k = loaded[s]; loaded[s] = prev[s]; prev[s] = k;
-                mag_pop(loaded[s], it); done = 1
-            :: else -> done = 0
-            fi;
-            check()
-        };
-        STEP;
+/* Cache::try_flush: each slot it can take: take_items, give back, release_each; then
+ * drain_depot */
+inline try_flush() {
+    tf_s = 0;
+    do
+    :: tf_s >= SLOTS -> break
+    :: else ->
+        try_take(tf_s, got); STEP;
         if
-        :: !done ->                              /* MagazinePair::refill */
-            pop_full(got); STEP;
-            if
-            :: got ->
-                d_step {
-                    mine(s);
-                    assert(mlen[loaded[s]] == 0 && mlen[prev[s]] == 0);
-                    k = prev[s]; prev[s] = loaded[s]; loaded[s] = held[_pid]; held[_pid] = k;
-                    check()
-                };
-                push_empty(); STEP;
-                d_step { mine(s); mag_pop(loaded[s], it); check() };  /* take(&mut loaded) */
-                done = 1
-            :: else
-            fi
+        :: got ->
+#ifdef DRAIN_IN_PLACE
+            /* the old protocol (Cache::drain_slot): items to the source in place */
+            d_step { mine(tf_s); to_source(loaded[tf_s]); check() }; STEP;
+            d_step { mine(tf_s); to_source(prev[tf_s]); check() }; STEP;
+            give_back(tf_s); STEP
+#else
+            take_items(tf_s); STEP;
+            give_back(tf_s); STEP;
+            release_each(); STEP
+#endif
         :: else
         fi;
-        give_back(s); STEP
-    :: else -> done = 0
-    fi;
+        tf_s++
+    od;
+    drain_depot();
+    tf_s = 0
+}
+
+/* Cache::take_cached(home); home = a slot index or BUSY */
+inline take_cached(home, it) {
+    it = 0; got = 0;
     if
-    :: !done ->                                  /* Cache::alloc_slow */
-        source_alloc(got); STEP;
+    :: home != BUSY ->
+        try_take(home, got); STEP;
         if
-        :: !got ->                               /* exhausted: try_flush, retry once */
-            k2 = 0;
-            do
-            :: k2 >= SLOTS -> break
-            :: else ->
-                try_take(k2, got); STEP;
-                if :: got -> drain_slot(k2); STEP; give_back(k2); STEP :: else fi;
-                k2++
-            od;
-            depot_drain();
-            source_alloc(got); STEP
+        :: got ->                               /* in_pair, with the slot taken again */
+            d_step { pair_alloc(home, it); check() }; STEP;
+            if :: it == 0 -> refill_alloc(home, got, it) :: else fi;
+            if :: it == 0 -> steal(home, it); STEP :: else fi;
+            give_back(home); STEP;
+            got = 1                             /* the answer is in_pair's, even None */
         :: else
         fi
     :: else
+    fi;
+    if
+    :: !got ->
+        alloc_loose(it);
+        tc_s = 0;
+        do                                      /* slots.iter().find_map(try_take, alloc) */
+        :: it != 0 || tc_s >= SLOTS -> break
+        :: else ->
+            try_take(tc_s, got); STEP;
+            if
+            :: got -> d_step { pair_alloc(tc_s, it); check() }; STEP; give_back(tc_s); STEP
+            :: else
+            fi;
+            tc_s++
+        od;
+        tc_s = 0
+    :: else
+    fi;
+    got = 0
+}
+
+/* Cache::alloc_slow(home): the source; take_cached; the flush flag (the winner runs
+ * try_flush and clears it, a loser retries take_cached while it is set); the source */
+inline alloc_slow(home, it) {
+    source_alloc(it); STEP;
+    if
+    :: it == 0 ->
+        source_dry = 1;
+        won = 2;                                /* 2: before the compare_exchange */
+        do
+        :: take_cached(home, it);
+           if :: it != 0 -> break :: else fi;
+           if
+           :: won == 2 ->
+               d_step {                         /* flushing.compare_exchange(false, true) */
+                   if
+                   :: !flushing -> flushing = 1; won = 1;
+                      nflush++; assert(nflush == 1); printf("P%d wins the flush flag: try_flush\n", _pid)
+                   :: else -> won = 0; printf("P%d finds the flush flag set\n", _pid)
+                   fi
+               };
+               STEP;
+               if
+               :: won == 1 ->
+                   try_flush();
+                   d_step {
+                       nflush--;
+#ifndef FLAG_STAYS_SET
+                       flushing = 0;            /* ClearOnDrop */
+#endif
+                       won = 0
+                   };
+                   break
+               :: else
+               fi
+           :: else
+           fi;
+           d_step {                             /* while flushing.load(Acquire) */
+               if
+               :: flushing && frozen == _pid && nflush > 0 ->
+                   /* invariant 3's exception: a wait for a flush in progress */
+                   printf("P%d waits for a flush in progress: the freeze ends\n", _pid);
+                   frozen = 0; solo = 0; got = 1
+               :: flushing -> got = 1
+               :: else -> got = 0
+               fi
+           };
+           STEP;
+           if :: got -> got = 0 :: else -> break fi
+        od;
+        won = 0;
+        if :: it == 0 -> source_alloc(it); STEP :: else fi
+    :: else
+    fi
+}
+
+/* Cache::alloc_on(cpu) */
+inline alloc_on(cpu, it) {
+    take_slot(cpu, s, got);
+    if
+    :: got ->
+        d_step { pair_alloc(s, it); check() }; STEP;
+        if
+        :: it != 0 -> give_back(s); STEP        /* a hit */
+        :: else ->                              /* Cache::alloc_miss */
+            refill_alloc(s, got, it);
+            if
+            :: it == 0 && source_dry -> steal(s, it); STEP
+            :: else
+            fi;
+            give_back(s); STEP;
+            if :: it == 0 -> alloc_slow(s, it) :: else fi
+        fi
+    :: else ->                                  /* Cache::alloc_busy */
+        alloc_loose(it);
+        if :: it == 0 -> alloc_slow(BUSY, it) :: else fi
+    fi;
+    if
+    :: it == 0 ->
+        printf("P%d alloc returns None\n", _pid);
+        d_step {                                /* the exhaustion promise */
+            if
+            :: quiet & BIT ->
+                hk = 1;
+                do
+                :: hk > ITEMS -> break
+                :: else -> assert(hand[hk] != 0); hk++
+                od;
+                hk = 0
+            :: else
+            fi
+        }
+    :: else -> printf("P%d alloc returns item %d\n", _pid, it)
     fi
 }
 
@@ -349,119 +713,175 @@ inline alloc_on(cpu) {
 inline free_on(cpu, item) {
     take_slot(cpu, s, got);
     if
-    :: !got ->                                   /* Cache::free_slow */
-        d_step { insrc[item] = 1; hand[item] = 0; check() }; STEP
     :: got ->
-        d_step {                                 /* MagazinePair::free */
+        d_step {                                /* MagazinePair::free */
             mine(s);
             if
-            :: mlen[loaded[s]] < MAGSZ -> mag_push(loaded[s], item); done = 1
+            :: mlen[loaded[s]] < MAGSZ -> mag_push(loaded[s], item); ok = 1
             :: mlen[loaded[s]] == MAGSZ && mlen[prev[s]] < MAGSZ ->
-                k = loaded[s]; loaded[s] = prev[s]; prev[s] = k;
-                mag_push(loaded[s], item); done = 1
-            :: else -> done = 0
+                hk = loaded[s]; loaded[s] = prev[s]; prev[s] = hk; hk = 0;
+                mag_push(loaded[s], item); ok = 1
+            :: else -> ok = 0
             fi;
             check()
         };
         STEP;
         if
-        :: !done ->                              /* MagazinePair::spill */
-            d_step {                             /* depot.pop_empty() or Magazine::new */
-                if
-                :: empty_n > 0 -> empty_n--; held[_pid] = dempty[empty_n]; dempty[empty_n] = 0
-                :: else -> new_magazine(k); held[_pid] = k
-                fi;
-                check()
-            };
-            STEP;
-            d_step {                             /* full = previous; previous = loaded; loaded = empty; push */
+        :: ok -> give_back(s); STEP
+        :: else ->                              /* Cache::free_miss -> MagazinePair::spill */
+            d_step {                            /* empty_magazine; full = previous; push */
                 mine(s);
-                k = prev[s]; prev[s] = loaded[s]; loaded[s] = held[_pid]; held[_pid] = k;
+                empty_magazine(hk);
+                H0 = prev[s]; prev[s] = loaded[s]; loaded[s] = hk; hk = 0;
                 mag_push(loaded[s], item);
                 check()
             };
             STEP;
-            d_step {                             /* depot.push_full(full): Fixed cap */
-                if
-                :: full_n < CAP -> dfull[full_n] = held[_pid]; full_n++; held[_pid] = 0; done = 1
-                :: else -> done = 0              /* refused: stays in our hands */
-                fi;
-                check()
-            };
-            STEP;
-            give_back(s); STEP;                  /* drop(slot) */
-            if
-            :: !done ->                          /* release(full); push_empty(empty) */
-                d_step { to_source(held[_pid]); check() }; STEP;
-                push_empty(); STEP
-            :: else
-            fi
-        :: else -> give_back(s); STEP
+            push_full(ok); STEP;
+            give_back(s); STEP;
+            if :: !ok -> release_to_source(); STEP :: else fi
         fi
+    :: else ->                                  /* Cache::free_busy */
+        free_loose(item)
     fi
 }
 
+inline op_begin(is_alloc) {
+    d_step {
+        inop[_pid] = 1;
+        quiet = 0;                              /* nobody else is quiet any more */
+        hk = 0; ck_s = 0;
+        do
+        :: hk >= NPROC -> break
+        :: else -> if :: hk != _pid && inop[hk] -> ck_s = 1 :: else fi; hk++
+        od;
+        if :: is_alloc && !ck_s -> quiet = BIT :: else fi;
+        hk = 0; ck_s = 0
+    }
+}
+
+inline op_end() {
+    d_step {
+        inop[_pid] = 0;
+        quiet = quiet & ~BIT;
+        if :: frozen == _pid -> frozen = 0; solo = 0 :: else fi;
+        assert(nheld[_pid] == 0 && H0 == 0 && H1 == 0);
+        s = 0; got = 0; ok = 0; it = 0; hk = 0; won = 0; item = 0
+    }
+}
+
 proctype worker(byte cpu) provided (frozen == 0 || frozen == _pid) {
-    byte ops, s, got, done, it, k, k2, item;
+    byte ops, s, got, ok, it, tk, won, item, st_i, st_v, stolen, tf_s, tc_s;
     do
     :: ops >= OPS -> break
     :: else ->
-        inop[_pid] = 1;
         if
-        :: printf("P%d alloc_on(%d)\n", _pid, cpu); alloc_on(cpu)
-        :: hand[1] == _pid -> item = 1; printf("P%d free_on(%d, item 1)\n", _pid, cpu); free_on(cpu, item)
-        :: hand[2] == _pid -> item = 2; printf("P%d free_on(%d, item 2)\n", _pid, cpu); free_on(cpu, item)
+        :: op_begin(1); printf("P%d alloc_on(%d)\n", _pid, cpu); alloc_on(cpu, it)
+        :: hand[1] == _pid -> item = 1
+        :: hand[2] == _pid -> item = 2
 #if ITEMS >= 3
-        :: hand[3] == _pid -> item = 3; printf("P%d free_on(%d, item 3)\n", _pid, cpu); free_on(cpu, item)
+        :: hand[3] == _pid -> item = 3
+#endif
+#if ITEMS >= 4
+        :: hand[4] == _pid -> item = 4
 #endif
         fi;
-        d_step {
-            inop[_pid] = 0;
-            if :: frozen == _pid -> frozen = 0; solo = 0 :: else fi;
-            s = 0; got = 0; done = 0; it = 0; k = 0; k2 = 0; item = 0
-        };
+        if
+        :: item != 0 -> op_begin(0); printf("P%d free_on(%d, item %d)\n", _pid, cpu, item);
+           free_on(cpu, item)
+        :: else
+        fi;
+        op_end();
         ops++
-    od
+    od;
+    finished++
 }
 
-/* Cache::flush_cpu and Cache::trim, once each, in either order */
-proctype admin(byte cpu) provided (frozen == 0) {
-    byte s, got, k, n, did;
+/* Cache::flush_cpu(cpu) / Cache::flush, and Cache::trim, once each, in either order */
+proctype admin() provided (frozen == 0) {
+    byte s, got, ok, it, tk, won, item, did, st_i, st_v, stolen, tf_s, tc_s;
+    did = (FLUSH == 0 -> 1 : 0) + (TRIM == 0 -> 2 : 0);
     do
     :: did == 3 -> break
-    :: (did & 1) == 0 ->                         /* flush_cpu(cpu) */
-        s = cpu; printf("P%d flush_cpu(%d)\n", _pid, cpu);
-        do                                       /* Slot::take: may wait */
+    :: (did & 1) == 0 ->
+        op_begin(0);
+#if FLUSH == 1
+        printf("P%d flush_cpu(0)\n", _pid);
+        s = 0;
+#else
+        printf("P%d flush()\n", _pid);
+        s = 0;
+        do
+        :: s >= SLOTS -> break
+        :: else ->
+#endif
+        do                                      /* Slot::take: may wait (not alloc/free) */
         :: try_take(s, got); if :: got -> break :: else fi
         od;
-        drain_slot(s);
+        take_items(s);
         give_back(s);
+        release_each();
+#if FLUSH != 1
+        s++
+        od;
+        drain_depot();
+#endif
+        op_end();
         did = did | 1
-    :: (did & 2) == 0 ->                         /* trim() */
+    :: (did & 2) == 0 ->                        /* Cache::trim -> Depot::trim */
+        op_begin(0);
         printf("P%d trim()\n", _pid);
         d_step { if :: trimming -> got = 0 :: else -> trimming = 1; got = 1 fi };
         if
         :: got ->
-            do                                   /* release_full: any count */
-            :: pop_full(got);
-               if :: got -> release_and_drop() :: else -> break fi
-            :: break
-            od;
-            do                                   /* unused empties: any count */
-            :: d_step {
+            s = 0;
+            do                                  /* reclaim_idle_slots: any slot may be idle */
+            :: s >= SLOTS -> break
+            :: else ->
+                if
+                :: take_victim(s, got);
                    if
-                   :: empty_n > 0 -> empty_n--; held[_pid] = dempty[empty_n]; dempty[empty_n] = 0;
-                      drop_magazine(held[_pid]); held[_pid] = 0; check()
+                   :: got ->
+                       take_items(s);
+                       give_back(s);
+                       if :: H0 != 0 -> push_full(ok); if :: ok -> H0 = 0 :: else fi :: else fi;
+                       if :: H1 != 0 ->
+                           d_step { hk = H0; H0 = H1; H1 = hk; hk = 0 };
+                           push_full(ok);
+                           d_step { hk = H0; H0 = H1; H1 = hk; hk = 0 }
+                       :: else fi;
+                       release_each()           /* the refused ones */
                    :: else
                    fi
-               }
+                :: skip                         /* not idle */
+                fi;
+                s++
+            od;
+            do                                  /* release_full: any number */
+            :: d_step { if :: full_n > 0 -> full_n--; H0 = dfull[full_n]; dfull[full_n] = 0; got = 1
+                           :: else -> got = 0 fi; check() };
+               if :: got -> release_to_source() :: else -> break fi
             :: break
             od;
-            trimming = 0
+            do                                  /* unused partly filled: any number */
+            :: d_step { if :: part_n > 0 -> part_n--; H0 = dpart[part_n]; dpart[part_n] = 0; got = 1
+                           :: else -> got = 0 fi; check() };
+               if :: got -> release_to_source() :: else -> break fi
+            :: break
+            od;
+            do                                  /* unused empties: any number */
+            :: d_step { if :: empty_n > 0 -> empty_n--; H0 = dempty[empty_n]; dempty[empty_n] = 0;
+                              drop_magazine(H0); check()
+                           :: else fi }
+            :: break
+            od;
+            trimming = 0                        /* TrimRunning's Drop */
         :: else
         fi;
+        op_end();
         did = did | 2
-    od
+    od;
+    finished++
 }
 
 proctype freezer() {
@@ -471,28 +891,75 @@ end:
                  printf("freeze every process but P1\n") }
     :: d_step { !froze_once && frozen == 0 && inop[2] -> frozen = 2; froze_once = 1; solo = 0;
                  printf("freeze every process but P2\n") }
+#if WORKERS >= 3
+    :: d_step { !froze_once && frozen == 0 && inop[3] -> frozen = 3; froze_once = 1; solo = 0;
+                 printf("freeze every process but P3\n") }
+#endif
     od
 }
 
+#ifndef W2CPU
+#define W2CPU 0
+#endif
+
 init {
+    byte i;
     d_step {
-        byte i;
         i = 1;
         do :: i > ITEMS -> break :: else -> insrc[i] = 1; i++ od;
-        /* every slot starts with two empty magazines (MagazinePair::new) */
         i = 0;
-        do
+        do                                      /* MagazinePair::new: two empty magazines */
         :: i >= SLOTS -> break
         :: else ->
             loaded[i] = 2 * i + 1; prev[i] = 2 * i + 2;
             alive[2 * i + 1] = 1; alive[2 * i + 2] = 1;
             i++
-        od
+        od;
+#ifdef SPILL
+        /* SPILL (MAGSZ 1, ITEMS 4): slot 0 full (items 1, 2), the full stack at its cap
+         * (item 3), item 4 in worker 1's hands: its free spills and is refused */
+        mit[loaded[0] * MAGSZ] = 1; mlen[loaded[0]] = 1; insrc[1] = 0;
+        mit[prev[0] * MAGSZ] = 2; mlen[prev[0]] = 1; insrc[2] = 0;
+        alive[2 * SLOTS + 1] = 1; mit[(2 * SLOTS + 1) * MAGSZ] = 3; mlen[2 * SLOTS + 1] = 1;
+        dfull[0] = 2 * SLOTS + 1; full_n = 1; insrc[3] = 0;
+        insrc[4] = 0; hand[4] = 1;
+#endif
+#ifdef PRELOAD
+        /* PRELOAD: item 1 cached in the last slot, item 2 (and 3 when MAGSZ >= 2) in a
+         * magazine on the depot's full stack */
+        mit[loaded[SLOTS - 1] * MAGSZ] = 1; mlen[loaded[SLOTS - 1]] = 1; insrc[1] = 0;
+        alive[2 * SLOTS + 1] = 1; mit[(2 * SLOTS + 1) * MAGSZ] = 2; mlen[2 * SLOTS + 1] = 1;
+        dfull[0] = 2 * SLOTS + 1; full_n = 1; insrc[2] = 0;
+#if MAGSZ >= 2 && ITEMS >= 3
+        mit[(2 * SLOTS + 1) * MAGSZ + 1] = 3; mlen[2 * SLOTS + 1] = 2; insrc[3] = 0;   /* a full one */
+#endif
+#endif
+        i = 0
     };
     atomic {
         run worker(0);          /* pid 1 */
-        run worker(0);          /* pid 2: the same CPU slot */
-        run admin(0);           /* pid 3 */
-        run freezer()           /* pid 4 */
+        run worker(W2CPU);      /* pid 2 */
+#if WORKERS >= 3
+        run worker(0);          /* pid 3 */
+#endif
+#if ADMIN > 0
+        run admin();
+#endif
+#ifdef PROGRESS
+        run freezer();
+#endif
+        skip
+    };
+#if ADMIN > 0
+    finished == WORKERS + 1;
+#else
+    finished == WORKERS;
+#endif
+    printf("end: every worker and the admin are done; checking flags, slots, items\n");
+    d_step {
+        assert(!flushing && !trimming && nflush == 0);
+        i = 0;
+        do :: i >= SLOTS -> break :: else -> assert(!owned[i] && users[i] == 0); i++ od;
+        check()
     }
 }
