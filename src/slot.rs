@@ -9,7 +9,8 @@ use crate::sync::{AtomicBool, AtomicUsize, Backoff, Ordering, UnsafeCell};
 /// Upholds [invariant 3](crate::docs::design#invariant-3-progress) (progress): a thread takes a slot with one
 /// compare-and-swap and gives it back with one Release store; it never waits for a slot on the
 /// `alloc`/`free` paths (a taken slot is a miss), and it never runs the source while it
-/// holds one (only `flush_cpu`/`flush` drain a slot in place). It also carries [invariant 1](crate::docs::design#invariant-1-conservation)
+/// holds one (`flush_cpu`, `flush`, steals and idle reclaim move the magazines out and
+/// give the slot back first). It also carries [invariant 1](crate::docs::design#invariant-1-conservation)
 /// locally: the magazines are touched only by the owner.
 pub(crate) struct Slot<T> {
     /// Who may touch `magazines`.
