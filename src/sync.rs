@@ -26,6 +26,16 @@ pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering
 #[cfg(feature = "shuttle")]
 pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
+// The depot stack's tagged head (`src/stack.rs`); a target without 64-bit atomics, or one
+// where the stack falls back to a pointer-sized head, does not use it.
+#[cfg(all(not(any(loom, feature = "shuttle")), target_has_atomic = "64"))]
+#[allow(unused_imports)]
+pub(crate) use core::sync::atomic::AtomicU64;
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::AtomicU64;
+#[cfg(feature = "shuttle")]
+pub(crate) use shuttle::sync::atomic::AtomicU64;
+
 pub(crate) use crossbeam_epoch::Guard;
 
 /// A cell whose accesses go through closures, so loom can track them.

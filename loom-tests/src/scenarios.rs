@@ -83,10 +83,11 @@ pub fn depot_push_pop(scale: Scale) {
 }
 
 /// Scenario 1b, the ABA shape. [Invariant 2](magazine::docs::design#invariant-2-memory-safety) (no ABA), and 1. Three parties around two
-/// magazines: A pops (its read of `head` and `head.next` may go stale), B pops twice, C
-/// pushes. If a popped node could be re-linked by C's push before A's CAS (no epoch),
-/// A's stale CAS would succeed and re-link B's second node, whose magazine B already has.
-/// At the shuttle scale, further threads pop a magazine and push it back.
+/// magazines: A pops (its read of `head` and `head.next` may go stale), B pops twice and
+/// pushes its first magazine back (the same magazine, so the same stack node), C pushes a
+/// new one. If `head` named the node alone (no tag bumped by every CAS), A's stale CAS
+/// would succeed after B's re-push and re-link B's second node, whose magazine B already
+/// has. At the shuttle scale, further threads pop a magazine and push it back.
 pub fn depot_aba(scale: Scale) {
     let tracker = Tracker::new(3);
     let depot = Arc::new(Depot::new(
@@ -104,8 +105,13 @@ pub fn depot_aba(scale: Scale) {
     let b = {
         let depot = Arc::clone(&depot);
         spawn(move || {
-            let mut held = depot.pop_full().unwrap_or_default();
-            held.extend(depot.pop_full().unwrap_or_default());
+            let first = depot.pop_full_held();
+            let held = depot.pop_full().unwrap_or_default();
+            if let Some(first) = first {
+                if depot.push_full_held(first).is_err() {
+                    unreachable!("a dynamic depot takes every magazine");
+                }
+            }
             held
         })
     };
@@ -122,8 +128,10 @@ pub fn depot_aba(scale: Scale) {
         let depot = Arc::clone(&depot);
         handles.push(spawn(move || {
             for _ in 0..scale.rounds {
-                if let Some(items) = depot.pop_full() {
-                    depot.push_full(items).unwrap();
+                if let Some(magazine) = depot.pop_full_held() {
+                    if depot.push_full_held(magazine).is_err() {
+                        unreachable!("a dynamic depot takes every magazine");
+                    }
                 }
             }
             Vec::new()
