@@ -185,6 +185,13 @@ struct Node<T> {
 /// allocates another). Dropping the link frees the node through the epoch, because a stale
 /// pop may still read its `next`.
 pub(crate) struct Link<T> {
+    /// Not shared state: it moves with the magazine (and is inside the node while the
+    /// magazine is linked).
+    ///
+    /// | value    | meaning                        | transition                                         |
+    /// |----------|--------------------------------|----------------------------------------------------|
+    /// | null     | no node yet                    | `Link::node` allocates one at the first push        |
+    /// | non-null | the magazine's node, unlinked while the magazine is outside it | `Stack::pop` resets it to null in the fallback; `Link::drop` frees it through the epoch |
     node: *mut Node<T>,
 }
 
