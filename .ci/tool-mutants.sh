@@ -4,9 +4,9 @@
 # tool on the stress tests, which must stop with the tool's own report (not merely a failed
 # assertion). Fails if a seeded bug escapes. Writes its table to target/tool-mutants.md.
 #
-#   pop_frees_without_epoch  a popped depot node is freed at once, not through the epoch:
-#                            Miri must report the use-after-free of a node a racing pop
-#                            still reads
+#   link_frees_without_epoch a dropped magazine's depot node is freed at once, not
+#                            through the epoch: Miri must report the use-after-free of a
+#                            node a racing pop still reads
 #   slot_release_relaxed     the slot hand-back store is Relaxed, not Release: TSan must
 #                            report the race between two owners' accesses to the magazines
 #                            (x86 emits the same instruction for both orderings, so only a
@@ -56,7 +56,7 @@ verdict() {
 }
 
 miri() {
-  local mutant=pop_frees_without_epoch status=0 start
+  local mutant=link_frees_without_epoch status=0 start
   echo "--- miri: $mutant"
   # cargo-miri ignores RUSTC_WRAPPER, so the cfg goes in RUSTFLAGS, in a target dir of its
   # own (every crate is rebuilt for Miri there once; later runs reuse it).

@@ -12,7 +12,8 @@
 //!
 //! Scenarios: `vec`, `local`, `percpu`, `percpu_on` (slot 0, no CPU lookup),
 //! `array_queue` (one alloc+free pair each, as in `fast_path`), `exchange` (one item moved between two handles through the depot, as in
-//! `depot/exchange` at magazine size 127), `handoff_local` and `handoff_array_queue` (1 -> 1
+//! `depot/exchange` at magazine size 127), `exchange1` (the same at magazine size 1: every
+//! move is a depot exchange), `handoff_local` and `handoff_array_queue` (1 -> 1
 //! on two threads, as in `handoff`), `iova_fast` and `iova_tree` (as in `iova`, 1 page).
 //! Divide a scenario function's inclusive count by the operation count.
 //!
@@ -43,7 +44,8 @@ fn main() {
         "percpu" => scenario_percpu(ops, false),
         "percpu_on" => scenario_percpu(ops, true),
         "array_queue" => scenario_array_queue(ops),
-        "exchange" => scenario_exchange(ops),
+        "exchange" => scenario_exchange(ops, 127),
+        "exchange1" => scenario_exchange(ops, 1),
         "handoff_local" => scenario_handoff_local(ops),
         "handoff_array_queue" => scenario_handoff_array_queue(ops),
         "iova_fast" => scenario_iova(ops, true),
@@ -126,10 +128,10 @@ fn scenario_array_queue(ops: u64) {
 }
 
 #[inline(never)]
-fn scenario_exchange(ops: u64) {
-    let cache = common::cache();
+fn scenario_exchange(ops: u64, magazine_size: usize) {
+    let cache = Cache::with_config(FreeList::fresh(), common::config(magazine_size));
     let (mut giver, mut taker) = (cache.local(), cache.local());
-    for _ in 0..4 * 127 {
+    for _ in 0..4 * magazine_size {
         let item = taker.alloc().unwrap();
         giver.free(item);
     }

@@ -20,7 +20,7 @@ export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true
 TARGET=${MODEL_TARGET_ROOT:-target}
 ALL=(
   slot_release_relaxed        # slot hand-back store Release -> Relaxed
-  pop_frees_without_epoch     # popped node freed at once, not through the epoch (ABA)
+  tag_not_bumped              # the stack head's tag is never bumped: a bare pointer to recycled nodes (ABA)
   trim_no_recheck             # trim pops its count without re-checking the target
   local_drop_forgets_previous # LocalCache drop loses its previous magazine
   busy_slot_waits             # the busy-slot path waits for the owner

@@ -88,6 +88,11 @@ run() {
 }
 
 # name                       expect   model         spin defines                     gcc defines   pan flags
+run depot_tagged             pass     depot_tagged.pml ""                              ""            "-m100000"
+run depot_tagged_3ops        pass     depot_tagged.pml "-DOPS=3"                       "-DCOLLAPSE"  "-m100000 -w26"
+run depot_tagged_no_bump     fail     depot_tagged.pml "-DNO_BUMP"                     "-DREACH"     "-m1000 -i"
+run depot_tagged_2bit_wrap   fail     depot_tagged.pml "-DTAGMOD=4 -DOPS=3"            "-DREACH"     "-m1000 -i"
+run depot_tagged_no_grace    fail     depot_tagged.pml "-DNO_GRACE"                    "-DREACH"     "-m1000 -i"
 run depot                    pass     depot.pml     ""                                 ""            "-m100000"
 run depot_no_grace_uaf       fail     depot.pml     "-DNO_GRACE"                       "-DREACH"     "-m1000 -i"
 run depot_no_grace_aba       fail     depot.pml     "-DNO_GRACE -DNO_UAF_CHECK"        "-DREACH"     "-m1000 -i"

@@ -74,10 +74,11 @@
 //!    leaves the remaining items to be dropped with the cache; and the cache cannot see a
 //!    double free or a foreign item: [freeing each item once](docs::obligations) is the
 //!    caller's obligation.)
-//! 2. [**Memory safety.**](docs::design#invariant-2-memory-safety) Depot nodes are freed
-//!    through crossbeam-epoch only after every thread that could read them has unpinned;
-//!    every push allocates a fresh node, so a stale pointer can never win a
-//!    compare-and-swap (no ABA).
+//! 2. [**Memory safety.**](docs::design#invariant-2-memory-safety) Depot nodes (each
+//!    magazine is its own) are freed through crossbeam-epoch only after every thread that
+//!    could read them has unpinned; the stack head's tag, bumped by every push and pop,
+//!    keeps a stale pointer from winning a compare-and-swap (no ABA, within the tag's
+//!    wrap bound: see the design docs).
 //! 3. [**Progress.**](docs::design#invariant-3-progress) `alloc` and `free` never wait for
 //!    another thread: a CPU slot is taken with one compare-and-swap, and a slot held by
 //!    another thread is a miss (the next free slot serves, else the source). The depot is

@@ -4,19 +4,23 @@ use alloc::boxed::Box;
 use core::fmt;
 use core::mem::MaybeUninit;
 
+use crate::stack::Link;
 use crate::sync::UnsafeCell;
 
 /// A fixed-capacity stack of items with uninitialised storage.
 ///
 /// Upholds [invariant 1](crate::docs::design#invariant-1-conservation) (conservation) locally: an item pushed is in exactly one
 /// slot of `items[..len]` until it is popped or the magazine is dropped (which drops it).
-/// A magazine has one owner at a time (a CPU slot, a `LocalCache`, or a depot node), so
+/// A magazine has one owner at a time (a CPU slot, a `LocalCache`, or a depot stack, in its own node), so
 /// it needs no synchronisation of its own; the storage is in facade cells only so that
 /// loom can see a second owner racing the first.
 pub(crate) struct Magazine<T> {
     /// Invariant: `items[..len]` are initialised, `items[len..]` are not.
     items: Box<[UnsafeCell<MaybeUninit<T>>]>,
     len: usize,
+    /// The magazine's depot stack node (`src/stack.rs`): allocated at its first push and
+    /// kept from push to push; freed through the epoch when the magazine is dropped.
+    pub(crate) link: Link<T>,
 }
 
 // SAFETY: a magazine owns its items like a `Vec<T>` does; the cells are never shared.
@@ -29,7 +33,11 @@ impl<T> Magazine<T> {
         let items = (0..capacity)
             .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
             .collect();
-        Self { items, len: 0 }
+        Self {
+            items,
+            len: 0,
+            link: Link::new(),
+        }
     }
 
     #[inline]

@@ -29,6 +29,17 @@ impl<T> Depot<T> {
         self.0.pop_full().map(items_of)
     }
 
+    /// Pops a full magazine and keeps it whole, so that the same magazine (and the same
+    /// stack node) can be pushed back: the ABA shape.
+    pub fn pop_full_held(&self) -> Option<Held<T>> {
+        self.0.pop_full().map(Held)
+    }
+
+    /// Pushes a held magazine back; hands it back when a `Fixed` cap refuses.
+    pub fn push_full_held(&self, held: Held<T>) -> Result<(), Held<T>> {
+        self.0.push_full(held.0).map_err(Held)
+    }
+
     /// Pushes an empty magazine of `capacity` (freed when the empty stack is at its cap).
     pub fn push_empty(&self, capacity: usize) {
         self.0.push_empty(Magazine::new(capacity));
@@ -57,6 +68,16 @@ impl<T> Depot<T> {
     /// The highest full length reached.
     pub fn peak(&self) -> usize {
         self.0.peak()
+    }
+}
+
+/// A magazine taken from a [`Depot`] whole (see [`Depot::pop_full_held`]).
+pub struct Held<T>(Magazine<T>);
+
+impl<T> Held<T> {
+    /// The magazine's items; the magazine itself is dropped.
+    pub fn into_items(self) -> Vec<T> {
+        items_of(self.0)
     }
 }
 

@@ -29,13 +29,23 @@ pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize
 #[cfg_attr(not(feature = "iova"), allow(unused_imports))] // `AtomicU8`: the IOVA live table
 pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
+// The depot stack's tagged head (`src/stack.rs`); a target without 64-bit atomics, or one
+// where the stack falls back to a pointer-sized head, does not use it.
+#[cfg(all(not(magazine_model), target_has_atomic = "64"))]
+#[allow(unused_imports)]
+pub(crate) use core::sync::atomic::AtomicU64;
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::AtomicU64;
+#[cfg(feature = "shuttle")]
+pub(crate) use shuttle::sync::atomic::AtomicU64;
+
 pub(crate) use crossbeam_epoch::Guard;
 
+// The IOVA range tree's lock: a model lock under the checkers, so that they see it.
 #[cfg(all(feature = "iova", loom))]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
 #[cfg(all(feature = "iova", feature = "shuttle"))]
 pub(crate) use shuttle::sync::{Mutex, MutexGuard};
-/// The IOVA range tree's lock: a model lock under the checkers, so that they see it.
 #[cfg(all(feature = "iova", not(magazine_model)))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 

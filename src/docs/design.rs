@@ -71,13 +71,18 @@
 //!
 //! ## Invariant 2: memory safety
 //!
-//! No magazine or depot node is freed while another thread may still read it: nodes are
-//! retired through crossbeam-epoch, which frees them only after every thread that could
-//! hold a pointer has left its critical section. There is no ABA: every push links a
-//! freshly allocated node, and a node is never reused while a stale pointer to it could
-//! still win a compare-and-swap.
+//! No magazine or depot node is freed while another thread may still read it: every
+//! magazine is its own depot node, kept from push to push, and a node is freed (when its
+//! magazine is dropped) through crossbeam-epoch, which frees it only after every thread
+//! that could hold a pointer has left its critical section. There is no ABA: the depot
+//! stack's head carries a tag that every push and pop bumps, so a pop whose read of the
+//! head has gone stale cannot win its compare-and-swap, unless the tag wraps inside that
+//! pop's window (2^22 operations on one stack on 64-bit targets). On targets where the
+//! tagged head is not available, every push links a freshly allocated node instead, and
+//! a node is never reused while a stale pointer to it could still win a compare-and-swap.
 //!
-//! Upheld by the depot's Treiber stack (`src/stack.rs`).
+//! Upheld by the depot's Treiber stack (`src/stack.rs`, which states the bound and the
+//! targets).
 //!
 //! ## Invariant 3: progress
 //!
