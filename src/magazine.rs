@@ -3,9 +3,9 @@
 use alloc::boxed::Box;
 use core::fmt;
 use core::mem::MaybeUninit;
+use core::ptr;
 
-use crate::stack::Link;
-use crate::sync::UnsafeCell;
+use crate::sync::{self, AtomicPtr, UnsafeCell};
 
 /// A fixed-capacity stack of items with uninitialised storage.
 ///
@@ -18,7 +18,7 @@ pub(crate) struct Magazine<T> {
     /// Invariant: `items[..len]` are initialised, `items[len..]` are not.
     items: Box<[UnsafeCell<MaybeUninit<T>>]>,
     len: usize,
-    /// The magazine's depot stack node (`src/stack.rs`): allocated at its first push and
+    /// The magazine's depot stack node (see [`Link`]): allocated at its first push and
     /// kept from push to push; freed through the epoch when the magazine is dropped.
     pub(crate) link: Link<T>,
 }
@@ -148,6 +148,83 @@ impl<T> Iterator for Drain<'_, T> {
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         (self.magazine.len, Some(self.magazine.len))
+    }
+}
+
+/// A stack node: the magazine's own (see [`Link`]). 64-byte aligned, for the tag's low bits
+/// (and so that no two nodes share a cache line).
+#[repr(align(64))]
+pub(crate) struct Node<T> {
+    /// The node below, while linked. Written (Relaxed) only by the thread that owns the
+    /// node's magazine, before the Release CAS that links the node; read (Relaxed) by pops
+    /// after an Acquire load of `head`. Atomic because a stale pop may read it while the
+    /// owner writes it for a later push; that pop's CAS then fails (see the module docs).
+    pub(crate) next: AtomicPtr<Node<T>>,
+    /// The magazine, while the node is linked: written by the pusher before the CAS that
+    /// links the node, moved out by the pop whose CAS unlinked it; uninitialised otherwise.
+    pub(crate) magazine: UnsafeCell<MaybeUninit<Magazine<T>>>,
+}
+
+/// A magazine's stack node, owned by the magazine: null until its first push, then kept
+/// from push to push (where the stack recycles nodes; otherwise a pop frees it and the next push
+/// allocates another). Dropping the link frees the node through the epoch, because a stale
+/// pop may still read its `next`.
+pub(crate) struct Link<T> {
+    /// Not shared state: it moves with the magazine (and is inside the node while the
+    /// magazine is linked).
+    ///
+    /// | value    | meaning                        | transition                                         |
+    /// |----------|--------------------------------|----------------------------------------------------|
+    /// | null     | no node yet                    | `Link::node` allocates one at the first push        |
+    /// | non-null | the magazine's node, unlinked while the magazine is outside it | `Stack::pop` resets it to null in the fallback; `Link::drop` frees it through the epoch |
+    pub(crate) node: *mut Node<T>,
+}
+
+impl<T> Link<T> {
+    pub(crate) const fn new() -> Self {
+        Self {
+            node: ptr::null_mut(),
+        }
+    }
+
+    /// The node, allocated at the first call. Panics if its address does not fit in
+    /// `address_bits` bits, what the stack's head word stores (see "Platforms" in the
+    /// `stack` module docs).
+    pub(crate) fn node(&mut self, address_bits: u32) -> *mut Node<T> {
+        if self.node.is_null() {
+            let node = Box::into_raw(Box::new(Node {
+                next: AtomicPtr::new(ptr::null_mut()),
+                magazine: UnsafeCell::new(MaybeUninit::uninit()),
+            }));
+            if (node as usize).checked_shr(address_bits).unwrap_or(0) != 0 {
+                // SAFETY: just allocated, never shared.
+                drop(unsafe { Box::from_raw(node) });
+                panic!("magazine: a depot node's address does not fit in {address_bits} bits");
+            }
+            self.node = node;
+        }
+        self.node
+    }
+}
+
+impl<T> Drop for Link<T> {
+    fn drop(&mut self) {
+        let node = self.node;
+        if node.is_null() {
+            return;
+        }
+        if cfg!(magazine_mutant = "link_frees_without_epoch") {
+            // MUTANT: the node is freed at once, while a stale pop may still read its `next`.
+            // SAFETY: none: this is the use-after-free that Miri must find.
+            unsafe { drop(Box::from_raw(node)) };
+            return;
+        }
+        let guard = sync::pin();
+        // SAFETY: the magazine that owned the node is being dropped, so the node is not
+        // linked (a linked node's magazine is in it) and nobody will link it again; its
+        // magazine cell is uninitialised (nothing to drop). Pops that read `head` naming it
+        // are pinned, and the epoch runs this only after every thread pinned now unpins.
+        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(node))) };
     }
 }
 

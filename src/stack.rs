@@ -74,14 +74,11 @@
 //!   node, whose `next` was written once. That costs the allocation and the deferred free per
 //!   push of `BENCHMARKS.md`. ([`RECYCLE`] says which scheme a target uses.)
 
-use alloc::boxed::Box;
 use core::marker::PhantomData;
-use core::mem::MaybeUninit;
-use core::ptr;
 
 use crate::level::{Level, MAX_LEN, MAX_PUSHED};
-use crate::magazine::Magazine;
-use crate::sync::{self, AtomicPtr, AtomicUsize, Backoff, Ordering, UnsafeCell};
+use crate::magazine::{Link, Magazine, Node};
+use crate::sync::{self, AtomicUsize, Backoff, Ordering};
 
 /// The tagged head's word on targets where nodes are recycled (see "Platforms").
 #[cfg(all(
@@ -163,82 +160,6 @@ fn bumped(word: Word) -> Word {
         word
     } else {
         word.wrapping_add(1)
-    }
-}
-
-/// A stack node: the magazine's own (see [`Link`]). 64-byte aligned, for the tag's low bits
-/// (and so that no two nodes share a cache line).
-#[repr(align(64))]
-struct Node<T> {
-    /// The node below, while linked. Written (Relaxed) only by the thread that owns the
-    /// node's magazine, before the Release CAS that links the node; read (Relaxed) by pops
-    /// after an Acquire load of `head`. Atomic because a stale pop may read it while the
-    /// owner writes it for a later push; that pop's CAS then fails (see the module docs).
-    next: AtomicPtr<Node<T>>,
-    /// The magazine, while the node is linked: written by the pusher before the CAS that
-    /// links the node, moved out by the pop whose CAS unlinked it; uninitialised otherwise.
-    magazine: UnsafeCell<MaybeUninit<Magazine<T>>>,
-}
-
-/// A magazine's stack node, owned by the magazine: null until its first push, then kept
-/// from push to push (where [`RECYCLE`]; otherwise a pop frees it and the next push
-/// allocates another). Dropping the link frees the node through the epoch, because a stale
-/// pop may still read its `next`.
-pub(crate) struct Link<T> {
-    /// Not shared state: it moves with the magazine (and is inside the node while the
-    /// magazine is linked).
-    ///
-    /// | value    | meaning                        | transition                                         |
-    /// |----------|--------------------------------|----------------------------------------------------|
-    /// | null     | no node yet                    | `Link::node` allocates one at the first push        |
-    /// | non-null | the magazine's node, unlinked while the magazine is outside it | `Stack::pop` resets it to null in the fallback; `Link::drop` frees it through the epoch |
-    node: *mut Node<T>,
-}
-
-impl<T> Link<T> {
-    pub(crate) const fn new() -> Self {
-        Self {
-            node: ptr::null_mut(),
-        }
-    }
-
-    /// The node, allocated at the first call. Panics if its address does not fit the head
-    /// word (see "Platforms" in the module docs).
-    fn node(&mut self) -> *mut Node<T> {
-        if self.node.is_null() {
-            let node = Box::into_raw(Box::new(Node {
-                next: AtomicPtr::new(ptr::null_mut()),
-                magazine: UnsafeCell::new(MaybeUninit::uninit()),
-            }));
-            if (node as usize).checked_shr(ADDRESS_BITS).unwrap_or(0) != 0 {
-                // SAFETY: just allocated, never shared.
-                drop(unsafe { Box::from_raw(node) });
-                panic!("magazine: a depot node's address does not fit in {ADDRESS_BITS} bits");
-            }
-            self.node = node;
-        }
-        self.node
-    }
-}
-
-impl<T> Drop for Link<T> {
-    fn drop(&mut self) {
-        let node = self.node;
-        if node.is_null() {
-            return;
-        }
-        if cfg!(magazine_mutant = "link_frees_without_epoch") {
-            // MUTANT: the node is freed at once, while a stale pop may still read its `next`.
-            // SAFETY: none: this is the use-after-free that Miri must find.
-            unsafe { drop(Box::from_raw(node)) };
-            return;
-        }
-        let guard = sync::pin();
-        // SAFETY: the magazine that owned the node is being dropped, so the node is not
-        // linked (a linked node's magazine is in it) and nobody will link it again; its
-        // magazine cell is uninitialised (nothing to drop). Pops that read `head` naming it
-        // are pinned, and the epoch runs this only after every thread pinned now unpins.
-        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(node))) };
     }
 }
 
@@ -326,7 +247,7 @@ impl<T> Stack<T> {
     ) -> Result<usize, Magazine<T>> {
         // Before anything is counted: the only allocation (once per magazine), and the only
         // panic (an address the head word cannot hold).
-        let node = magazine.link.node();
+        let node = magazine.link.node(ADDRESS_BITS);
         // SeqCst on the counters: the working-set argument (see `Level`) needs one total
         // order of counter changes and links; it is paid once per magazine, not per item.
         let reserved = if cfg!(magazine_mutant = "fixed_cap_load_then_push") {
@@ -479,13 +400,13 @@ mod tests {
     #[test]
     fn a_word_keeps_the_node_and_the_tag() {
         let mut link = Link::<u32>::new();
-        let node = link.node();
+        let node = link.node(ADDRESS_BITS);
         for tag in [0, 1, TAG_MASK - 1, TAG_MASK] {
             let word = pack(node, tag);
             assert_eq!(node_of::<u32>(word), node);
             assert_eq!(word & TAG_MASK, tag);
         }
-        assert!(node_of::<u32>(pack::<u32>(ptr::null_mut(), 5)).is_null());
+        assert!(node_of::<u32>(pack::<u32>(core::ptr::null_mut(), 5)).is_null());
         // The tag wraps within its bits and leaves the address alone.
         let wrapped = pack(node, bumped(pack(node, TAG_MASK)));
         assert_eq!((node_of::<u32>(wrapped), wrapped & TAG_MASK), (node, 0));
