@@ -49,6 +49,25 @@ const BUCKETS: usize = 2;
 /// bits are often equal, over the whole word.
 const SPREAD: u64 = 0x9e37_79b9_7f4a_7c15;
 
+/// Cache lines per leaf's state bytes (the spread of consecutive pfns, see [`byte_of`]).
+const SPREAD_LINES: usize = if LEAF_PFNS >= 64 * 64 { 64 } else { 1 };
+
+/// The byte of `pfn` in its leaf. Consecutive pfns go to different cache lines (the byte
+/// index is the pfn's offset with its low and high bits swapped), because the tree hands
+/// out neighbouring ranges to different CPUs: with one line per 64 neighbours, two
+/// threads' allocations would bounce that line between their cores on every operation.
+fn byte_of(pfn: u64) -> usize {
+    let offset = (pfn as usize) & (LEAF_PFNS - 1);
+    let per_line = LEAF_PFNS / SPREAD_LINES;
+    (offset % SPREAD_LINES) * per_line + offset / SPREAD_LINES
+}
+
+/// The pfn offset in its leaf of byte `index` (the inverse of [`byte_of`]).
+fn pfn_of(index: usize) -> u64 {
+    let per_line = LEAF_PFNS / SPREAD_LINES;
+    ((index % per_line) * SPREAD_LINES + index / per_line) as u64
+}
+
 /// What [`LiveTable::take`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Take {
@@ -126,7 +145,7 @@ impl LiveTable {
         let region = pfn >> LEAF_BITS;
         let head = self.buckets[Self::bucket(region)].load(Ordering::Acquire);
         let leaf = self.find_from(head, region)?;
-        Some(&leaf.states[(pfn as usize) & (LEAF_PFNS - 1)])
+        Some(&leaf.states[byte_of(pfn)])
     }
 
     /// The byte of `pfn`, creating its leaf if need be.
@@ -158,7 +177,7 @@ impl LiveTable {
                 }
             }
         };
-        &leaf.states[(pfn as usize) & (LEAF_PFNS - 1)]
+        &leaf.states[byte_of(pfn)]
     }
 
     /// Records `pfn`, which the caller owns and which is not live, as live with `order`.
@@ -233,7 +252,7 @@ impl LiveTable {
             for (index, state) in leaf.states.iter().enumerate() {
                 let state = state.load(Ordering::Acquire);
                 if state != 0 {
-                    all.push(((leaf.region << LEAF_BITS) | index as u64, state - 1));
+                    all.push(((leaf.region << LEAF_BITS) | pfn_of(index), state - 1));
                 }
             }
         });
@@ -271,6 +290,18 @@ impl Drop for LiveTable {
 #[cfg(all(test, not(magazine_model)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn neighbouring_pfns_use_different_cache_lines() {
+        let bytes: Vec<usize> = (0..LEAF_PFNS as u64).map(byte_of).collect();
+        let mut sorted = bytes.clone();
+        sorted.sort_unstable();
+        assert!(sorted.iter().copied().eq(0..LEAF_PFNS), "a permutation");
+        for (offset, &byte) in bytes.iter().enumerate() {
+            assert_eq!(pfn_of(byte), offset as u64);
+        }
+        assert!(bytes.windows(2).all(|pair| pair[0] / 64 != pair[1] / 64));
+    }
 
     #[test]
     fn take_checks_the_order() {
