@@ -159,7 +159,13 @@ fn stress(depot: DepotPolicy) {
         .iter()
         .map(|s| s.alloc_hits + s.depot_pops)
         .sum();
-    assert!(cached > 0, "the magazines served some allocations");
+    // A sanity check of the full-size run. Under Miri (50 ranges per producer) a schedule
+    // in which the housekeeper's flushes and trims empty every magazine before its ranges
+    // are reused is possible, and Miri's seed 1 finds one.
+    assert!(
+        cached > 0 || cfg!(miri),
+        "the magazines served some allocations"
+    );
     domain.flush();
     let stats = domain.stats();
     assert_eq!(stats.allocated_ranges, 0, "{stats:?}");
