@@ -1,9 +1,16 @@
-//! Sets `cfg(magazine_model)` when the crate is built for a model checker (`--cfg loom`, or
-//! the `shuttle` feature): one name for "the sync facade is a model checker's", instead of
-//! `any(loom, feature = "shuttle")` at every use.
+//! Two cfg aliases, each a name for a condition that would otherwise be spelt out at every
+//! use:
+//!
+//! - `magazine_model`: the crate is built for a model checker (`--cfg loom`, or the
+//!   `shuttle` feature), so the sync facade is the checker's.
+//! - `magazine_tagged_head`: the depot stack's head is a tagged 64-bit word over recycled
+//!   nodes (`src/stack.rs`, "Platforms"): targets with 64-bit atomics whose pointers are
+//!   32 bits, or 64 bits on x86_64 and aarch64 (not Android, whose allocator tags the top
+//!   byte of heap pointers). Elsewhere the stack falls back to a fresh node per push.
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(magazine_model)");
+    println!("cargo::rustc-check-cfg=cfg(magazine_tagged_head)");
     println!("cargo::rerun-if-changed=build.rs");
     // Cargo passes the target's cfgs (those from RUSTFLAGS included) and the enabled
     // features to build scripts as environment variables.
@@ -11,5 +18,23 @@ fn main() {
     let shuttle = std::env::var_os("CARGO_FEATURE_SHUTTLE").is_some();
     if loom || shuttle {
         println!("cargo::rustc-cfg=magazine_model");
+    }
+
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let atomic64 = var("CARGO_CFG_TARGET_HAS_ATOMIC")
+        .split(',')
+        .any(|width| width == "64");
+    let arch = var("CARGO_CFG_TARGET_ARCH");
+    let tagged = match var("CARGO_CFG_TARGET_POINTER_WIDTH").as_str() {
+        "32" => atomic64,
+        "64" => {
+            atomic64
+                && (arch == "x86_64"
+                    || (arch == "aarch64" && var("CARGO_CFG_TARGET_OS") != "android"))
+        }
+        _ => false,
+    };
+    if tagged {
+        println!("cargo::rustc-cfg=magazine_tagged_head");
     }
 }

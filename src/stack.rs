@@ -80,20 +80,9 @@ use crate::level::{Level, MAX_LEN, MAX_PUSHED};
 use crate::magazine::{Link, Magazine, Node};
 use crate::sync::{self, AtomicUsize, Backoff, Ordering};
 
-/// The tagged head's word on targets where nodes are recycled (see "Platforms").
-#[cfg(all(
-    target_has_atomic = "64",
-    any(
-        target_pointer_width = "32",
-        all(
-            target_pointer_width = "64",
-            any(
-                target_arch = "x86_64",
-                all(target_arch = "aarch64", not(target_os = "android"))
-            )
-        )
-    )
-))]
+/// The tagged head's word on targets where nodes are recycled (see "Platforms";
+/// `build.rs` sets the cfg).
+#[cfg(magazine_tagged_head)]
 mod word {
     pub(super) use crate::sync::AtomicU64 as AtomicWord;
     pub(super) type Word = u64;
@@ -104,19 +93,7 @@ mod word {
 }
 
 /// The fallback (see "Platforms"): a fresh node per push, a pointer-sized head.
-#[cfg(not(all(
-    target_has_atomic = "64",
-    any(
-        target_pointer_width = "32",
-        all(
-            target_pointer_width = "64",
-            any(
-                target_arch = "x86_64",
-                all(target_arch = "aarch64", not(target_os = "android"))
-            )
-        )
-    )
-)))]
+#[cfg(not(magazine_tagged_head))]
 mod word {
     pub(super) use crate::sync::AtomicUsize as AtomicWord;
     pub(super) type Word = usize;

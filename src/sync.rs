@@ -31,8 +31,7 @@ pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUs
 
 // The depot stack's tagged head (`src/stack.rs`); a target without 64-bit atomics, or one
 // where the stack falls back to a pointer-sized head, does not use it.
-#[cfg(all(not(magazine_model), target_has_atomic = "64"))]
-#[allow(unused_imports)]
+#[cfg(all(not(magazine_model), magazine_tagged_head))]
 pub(crate) use core::sync::atomic::AtomicU64;
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::AtomicU64;

@@ -86,8 +86,11 @@ struct Leaf {
     /// The next leaf of the bucket; written once, before the leaf is published, and
     /// never again.
     next: *mut Leaf,
-    /// Per pfn: 0 = not live, `order + 1` = live with that order. Every change is a
-    /// read-modify-write, so two frees of one pfn cannot both see it live.
+    /// Per pfn: 0 = not live, `order + 1` = live with that order. A free's change is a
+    /// read-modify-write, so two frees of one pfn cannot both see it live: that needs only
+    /// the byte's own modification order. The Release/Acquire pairs on it make a free that
+    /// ends a life happen after the `alloc_fast` that recorded it, so the table and the
+    /// cache's own hand-over of the pfn never disagree about which came first.
     states: Box<[AtomicU8]>,
 }
 
