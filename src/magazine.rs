@@ -1,4 +1,5 @@
-//! A magazine: a fixed-capacity LIFO array of items, owned by exactly one party at a time.
+//! A magazine: a fixed-capacity LIFO array of items, owned by exactly one party at a time,
+//! and the depot stack node it carries from push to push (the stack itself is `stack.rs`).
 
 use alloc::boxed::Box;
 use core::fmt;
@@ -11,8 +12,8 @@ use crate::sync::{self, AtomicPtr, UnsafeCell};
 ///
 /// Upholds [invariant 1](crate::docs::design#invariant-1-conservation) (conservation) locally: an item pushed is in exactly one
 /// slot of `items[..len]` until it is popped or the magazine is dropped (which drops it).
-/// A magazine has one owner at a time (a CPU slot, a `LocalCache`, or a depot stack, in its own node), so
-/// it needs no synchronisation of its own; the storage is in facade cells only so that
+/// A magazine has one owner at a time (a CPU slot, a `LocalCache`, or a depot stack, in
+/// its own node), so it needs no synchronisation of its own; the storage is in facade cells only so that
 /// loom can see a second owner racing the first.
 pub(crate) struct Magazine<T> {
     /// Invariant: `items[..len]` are initialised, `items[len..]` are not.
@@ -158,7 +159,8 @@ pub(crate) struct Node<T> {
     /// The node below, while linked. Written (Relaxed) only by the thread that owns the
     /// node's magazine, before the Release CAS that links the node; read (Relaxed) by pops
     /// after an Acquire load of `head`. Atomic because a stale pop may read it while the
-    /// owner writes it for a later push; that pop's CAS then fails (see the module docs).
+    /// owner writes it for a later push; that pop's CAS then fails (see the `stack` module
+    /// docs).
     pub(crate) next: AtomicPtr<Node<T>>,
     /// The magazine, while the node is linked: written by the pusher before the CAS that
     /// links the node, moved out by the pop whose CAS unlinked it; uninitialised otherwise.
@@ -166,8 +168,8 @@ pub(crate) struct Node<T> {
 }
 
 /// A magazine's stack node, owned by the magazine: null until its first push, then kept
-/// from push to push (where the stack recycles nodes; otherwise a pop frees it and the next push
-/// allocates another). Dropping the link frees the node through the epoch, because a stale
+/// from push to push (where the stack recycles nodes; otherwise a pop frees it and the
+/// next push allocates another). Dropping the link frees the node through the epoch, because a stale
 /// pop may still read its `next`.
 pub(crate) struct Link<T> {
     /// Not shared state: it moves with the magazine (and is inside the node while the

@@ -81,8 +81,9 @@ pub struct IovaDomain {
 /// [`IovaDomain::with_free_check`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FreeCheck {
-    /// Every range `alloc_fast` hands out is recorded (one atomic read-modify-write on a
-    /// byte of a lock-free table), and `free_fast` refuses a double free, a wrong size or
+    /// Every range `alloc_fast` hands out is recorded in a lock-free table of one byte per
+    /// pfn (a store; `free_fast` ends the record with a compare-and-swap), and `free_fast`
+    /// refuses a double free, a wrong size or
     /// a range it did not hand out with an [`IovaError`], changing nothing. The default.
     #[default]
     Checked,
@@ -627,21 +628,22 @@ impl IovaDomain {
         let Some(order) = order_of(size) else {
             return self.free_uncached(pfn, size);
         };
+        let cache = &self.rcaches[usize::from(order)];
         let Some(live) = &self.live else {
             // FreeCheck::Unchecked: Linux's `free_iova_fast`.
-            self.rcaches[usize::from(order)].free_on(cpu, pfn);
+            cache.free_on(cpu, pfn);
             return Ok(());
         };
         // MUTANT (`free_fast_caches_first`): the pfn reaches a magazine before its life
         // ends, so another thread can allocate it while it is still recorded as live.
         let early = cfg!(magazine_mutant = "free_fast_caches_first");
         if early {
-            self.rcaches[usize::from(order)].free_on(cpu, pfn);
+            cache.free_on(cpu, pfn);
         }
         match live.take(pfn, order) {
             Take::Taken => {
                 if !early {
-                    self.rcaches[usize::from(order)].free_on(cpu, pfn);
+                    cache.free_on(cpu, pfn);
                 }
                 Ok(())
             }
