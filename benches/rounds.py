@@ -12,21 +12,10 @@ Prints ns per element and, for throughput benchmarks, M elements per second.
 median of those per-run ratios and their spread: a ratio is taken inside one run, where
 both rows saw the same machine, never across runs.
 """
-import json
-import pathlib
 import statistics
 import sys
 
-
-def load(root):
-    results = {}
-    for bench in pathlib.Path(root).glob("**/new/benchmark.json"):
-        meta = json.loads(bench.read_text())
-        estimates = json.loads((bench.parent / "estimates.json").read_text())
-        ns = estimates["median"]["point_estimate"]
-        elements = (meta.get("throughput") or {}).get("Elements") or 1
-        results[meta["full_id"]] = ns / elements
-    return results
+from criterion_results import load
 
 
 args = sys.argv[1:]

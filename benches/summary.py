@@ -6,25 +6,11 @@
 Medians (criterion's `median.point_estimate` of each benchmark's latest run), with the
 ratio of each crate row to each baseline of its group.
 """
-import json
-import pathlib
 import sys
 
-root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "target/criterion")
+from criterion_results import load
 
-
-def load():
-    results = {}
-    for bench in root.glob("**/new/benchmark.json"):
-        meta = json.loads(bench.read_text())
-        estimates = json.loads((bench.parent / "estimates.json").read_text())
-        ns = estimates["median"]["point_estimate"]
-        elements = (meta.get("throughput") or {}).get("Elements") or 1
-        results[meta["full_id"]] = ns / elements  # ns per element (per iteration if none)
-    return results
-
-
-r = load()
+r = load(sys.argv[1] if len(sys.argv) > 1 else "target/criterion")
 
 
 def get(key):
