@@ -411,6 +411,7 @@ impl<S: Source> Cache<S> {
     ) -> Option<S::Item> {
         let mut slot = self.take_slot(cpu)?;
         let counters = slot.slot();
+        let home = self.slot_index(counters);
         if let Some(item) = slot.with(|magazines| magazines.alloc_where(&mut accept)) {
             counters.alloc_hits.add(1);
             return Some(item);
@@ -418,7 +419,7 @@ impl<S: Source> Cache<S> {
         // As Linux's `__iova_rcache_get`: a depot magazine only when both of the slot's
         // are empty; when they hold items that do not fit, the caller's allocator serves.
         slot.with(|magazines| {
-            if !magazines.is_empty() || !magazines.refill(&self.depot) {
+            if !magazines.is_empty() || !magazines.refill(&self.depot.near(home)) {
                 return None;
             }
             counters.depot_pops.add(1);
@@ -516,9 +517,10 @@ impl<S: Source> Cache<S> {
     /// assert_eq!(cache.stats().source_frees, 1);
     /// ```
     pub fn flush_cpu(&self, cpu: usize) {
-        let magazines = self.slots[cpu % self.slots.len()]
+        let index = cpu % self.slots.len();
+        let magazines = self.slots[index]
             .take()
-            .with(|magazines| magazines.take_items(&self.depot));
+            .with(|magazines| magazines.take_items(&self.depot.near(index)));
         self.release_each(magazines);
     }
 
@@ -570,11 +572,12 @@ impl<S: Source> Cache<S> {
     /// assert_eq!(cache.cached(), 0);
     /// ```
     pub fn try_flush(&self) {
-        for slot in self.slots.iter() {
+        for (index, slot) in self.slots.iter().enumerate() {
             let Some(mut slot) = slot.try_take() else {
                 continue;
             };
-            let magazines = slot.with(|magazines| magazines.take_items(&self.depot));
+            let near = self.depot.near(index);
+            let magazines = slot.with(|magazines| magazines.take_items(&near));
             drop(slot);
             self.release_each(magazines);
         }
@@ -706,7 +709,7 @@ impl<S: Source> Cache<S> {
 
     /// The slot hint of the calling thread (see [`Options::current_cpu`]).
     #[inline]
-    fn current_cpu(&self) -> usize {
+    pub(crate) fn current_cpu(&self) -> usize {
         match self.options.current_cpu {
             Some(current_cpu) => current_cpu(),
             None => crate::cpu::current(),
@@ -743,18 +746,18 @@ impl<S: Source> Cache<S> {
     #[cold]
     fn alloc_miss(&self, mut slot: SlotGuard<'_, S::Item>) -> Option<S::Item> {
         let counters = slot.slot();
-        if slot.with(|magazines| magazines.refill(&self.depot)) {
+        let home = self.slot_index(counters);
+        if slot.with(|magazines| magazines.refill(&self.depot.near(home))) {
             counters.depot_pops.add(1);
             return slot.with(|magazines| magazines.alloc());
         }
         if self.source_dry.load(Ordering::Relaxed) {
-            let home = self.slot_index(counters);
             if let Some(item) = slot.with(|magazines| self.steal(magazines, Some(home))) {
                 return Some(item);
             }
         }
         drop(slot);
-        self.alloc_slow(Home::Slot(self.slot_index(counters)))
+        self.alloc_slow(Home::Slot(home))
     }
 
     /// Both magazines are full: the full `previous` goes to the depot, or, when a `Fixed`
@@ -762,7 +765,8 @@ impl<S: Source> Cache<S> {
     #[cold]
     fn free_miss(&self, mut slot: SlotGuard<'_, S::Item>, item: S::Item) {
         let counters = slot.slot();
-        match slot.with(|magazines| magazines.spill(item, &self.depot)) {
+        let near = self.depot.near(self.slot_index(counters));
+        match slot.with(|magazines| magazines.spill(item, &near)) {
             Ok(()) => counters.depot_pushes.add(1),
             Err(refused) => {
                 drop(slot);
@@ -846,11 +850,12 @@ impl<S: Source> Cache<S> {
             Home::Slot(index) => Some(*index),
             _ => None,
         };
+        let near = self.depot.near(skip.unwrap_or_else(|| self.current_cpu()));
         let in_pair = |magazines: &mut MagazinePair<S::Item>| {
             if let Some(item) = magazines.alloc() {
                 return Some(item);
             }
-            if magazines.refill(&self.depot) {
+            if magazines.refill(&near) {
                 self.counters.depot_pops.add(1);
                 return magazines.alloc();
             }
@@ -943,7 +948,8 @@ impl<S: Source> Cache<S> {
             let Some(mut slot) = Self::take_victim(slot) else {
                 continue;
             };
-            let magazines = slot.with(|magazines| magazines.take_items(&self.depot));
+            // The shared stacks' empty magazines: taking the shelf's would mark it used.
+            let magazines = slot.with(|magazines| magazines.take_items(&self.depot.stacks()));
             drop(slot);
             let refused = magazines.map(|magazine| {
                 let magazine = magazine?;

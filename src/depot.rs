@@ -1,10 +1,13 @@
-//! The depot: lock-free stacks of full, partly filled and empty magazines, with the policy
-//! that bounds and trims them.
+//! The depot: lock-free stacks of full, partly filled and empty magazines, a shelf per CPU
+//! in front of them, and the policy that bounds and trims them.
+
+use alloc::boxed::Box;
 
 use crossbeam_utils::CachePadded;
 
 use crate::magazine::Magazine;
 use crate::policy::{Config, DepotPolicy, Options, Trim};
+use crate::shelf::Shelf;
 use crate::stack::Stack;
 use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 
@@ -17,6 +20,13 @@ use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 /// [`alloc_loose`](Self::alloc_loose)) that serve a thread which found every CPU slot
 /// busy: they move one item in or out of a partly filled magazine that the thread owns
 /// between a pop and a push.
+///
+/// Slots and handles exchange magazines through [`Near`], the depot seen from one CPU:
+/// that CPU's [`Shelf`] first (one full and one empty magazine, on a cache line of its
+/// own), then the shared stacks. Magazines on a shelf are part of the depot: they are
+/// counted in its lengths, offered to refills that find the stacks empty, drained by a
+/// flush and trimmed when unused. A `Fixed` depot has no shelves (its cap is on the full
+/// stack alone, and must stay hard).
 ///
 /// No statistics counter here is written on the exchange path: callers count the
 /// magazines they move (in their slot or handle), and `short` changes only when a
@@ -32,6 +42,9 @@ pub(crate) struct Depot<T> {
     /// Partly filled magazines (neither empty nor full) left by the loose paths.
     partial: CachePadded<Stack<T>>,
     empty: CachePadded<Stack<T>>,
+    /// One per CPU slot (CPU ids map to shelves as they map to slots); none when shelves
+    /// are off ([`Options::cpu_shelves`], and always under `Fixed`).
+    shelves: Box<[CachePadded<Shelf<T>>]>,
     policy: DepotPolicy,
     magazine_size: usize,
     max_empty: usize,
@@ -62,6 +75,9 @@ impl<T> Depot<T> {
             full: CachePadded::new(Stack::new()),
             partial: CachePadded::new(Stack::new()),
             empty: CachePadded::new(Stack::new()),
+            shelves: (0..config.shelf_count(options))
+                .map(|_| CachePadded::new(Shelf::new()))
+                .collect(),
             policy: config.depot,
             magazine_size: config.magazine_size,
             max_empty: config.empty_cap(options),
@@ -69,6 +85,26 @@ impl<T> Depot<T> {
             partial_items: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             trimming: AtomicBool::new(false),
+        }
+    }
+
+    /// The depot as seen from `cpu` (a slot index or a CPU id): its shelf first.
+    #[inline]
+    pub(crate) fn near(&self, cpu: usize) -> Near<'_, T> {
+        let n = self.shelves.len();
+        let shelf = match n {
+            0 => None,
+            _ => Some(&*self.shelves[if cpu < n { cpu } else { cpu % n }]),
+        };
+        Near { depot: self, shelf }
+    }
+
+    /// The depot without shelves: its shared stacks (for trims, which should not mark a
+    /// shelf used).
+    pub(crate) fn stacks(&self) -> Near<'_, T> {
+        Near {
+            depot: self,
+            shelf: None,
         }
     }
 
@@ -80,9 +116,22 @@ impl<T> Depot<T> {
     }
 
     /// Takes a magazine to refill a slot or handle with: a full one, else a partly filled
-    /// one.
+    /// one, else a full one from any CPU's shelf.
     pub(crate) fn pop_refill(&self) -> Option<Magazine<T>> {
-        self.pop_full().or_else(|| self.pop_partial())
+        self.pop_full()
+            .or_else(|| self.pop_partial())
+            .or_else(|| self.take_shelved())
+    }
+
+    /// A full magazine from the first shelf that holds one. Only where the caller would
+    /// otherwise go to the source: it reads every shelf's line.
+    #[cold]
+    fn take_shelved(&self) -> Option<Magazine<T>> {
+        self.shelves.iter().find_map(|shelf| {
+            let magazine = shelf.full.take()?;
+            shelf.mark_used();
+            Some(magazine)
+        })
     }
 
     fn pop_partial(&self) -> Option<Magazine<T>> {
@@ -186,7 +235,10 @@ impl<T> Depot<T> {
     /// that a `Fixed` depot refused to take back (it cannot refuse one it just gave, but a
     /// racing push may have taken its place): the caller returns its items to the source.
     pub(crate) fn alloc_loose(&self) -> Option<(T, Option<Magazine<T>>)> {
-        let mut magazine = self.pop_partial().or_else(|| self.pop_full())?;
+        let mut magazine = self
+            .pop_partial()
+            .or_else(|| self.pop_full())
+            .or_else(|| self.take_shelved())?;
         let item = magazine.pop().expect("depot magazines are not empty");
         if cfg!(magazine_mutant = "alloc_loose_forgets_rest") {
             // MUTANT: the rest of the magazine is freed with it instead of going back.
@@ -197,10 +249,17 @@ impl<T> Depot<T> {
 
     /// One trim step. First `reclaim` runs (with the trim's exclusion) and returns how many
     /// magazines it pushed to the full stack that were unused for the whole interval (an
-    /// idle CPU slot's). Then full magazines the policy releases, and partly filled ones
-    /// unused for the whole interval, are passed to `release` (which returns their items
-    /// to the source); empty magazines unused for the whole interval are freed. Returns the
-    /// number of full magazines released.
+    /// idle CPU slot's). Then the shelves that saw no put or take during the interval give
+    /// their magazines up: full ones join the full stack as unused, empty ones are freed.
+    /// Then full magazines the policy releases, and partly filled ones unused for the whole
+    /// interval, are passed to `release` (which returns their items to the source); empty
+    /// magazines unused for the whole interval are freed. Returns the number of full
+    /// magazines released.
+    ///
+    /// The target is checked against the full stack alone: shelves in use are not counted,
+    /// so a trim may keep up to one full magazine per busy CPU above the target, and never
+    /// releases below it because of them. Once the load stops, the next trim but one finds
+    /// every shelf unused and brings the whole depot to the target.
     pub(crate) fn trim(
         &self,
         reclaim: impl FnOnce() -> usize,
@@ -210,7 +269,7 @@ impl<T> Depot<T> {
             return 0;
         }
         let _running = TrimRunning(&self.trimming);
-        let reclaimed = reclaim();
+        let reclaimed = reclaim() + self.reclaim_unused_shelves(&mut release);
 
         let released = match self.policy {
             DepotPolicy::Fixed { .. } => 0,
@@ -249,6 +308,29 @@ impl<T> Depot<T> {
         released
     }
 
+    /// Moves the magazines of every shelf unused since the previous trim off it: a full one
+    /// to the full stack (one the stack refuses goes to `release`), an empty one is freed.
+    /// Returns how many full magazines it pushed that were unused for the whole interval
+    /// (one that a racing put has just shelved is pushed, but not counted).
+    fn reclaim_unused_shelves(&self, release: &mut impl FnMut(Magazine<T>)) -> usize {
+        let mut unused = 0;
+        for shelf in self.shelves.iter() {
+            if shelf.used_since_last_check() {
+                continue;
+            }
+            drop(shelf.empty.take());
+            let Some(magazine) = shelf.full.take() else {
+                continue;
+            };
+            let fresh = shelf.used_lately();
+            match self.push_full(magazine) {
+                Ok(()) => unused += usize::from(!fresh),
+                Err(magazine) => release(magazine),
+            }
+        }
+        unused
+    }
+
     /// Releases up to `count` full magazines, re-checking before each one that the depot
     /// still holds more than `target` (concurrent allocations may have drained it).
     fn release_full(
@@ -271,8 +353,8 @@ impl<T> Depot<T> {
         released
     }
 
-    /// Returns every non-empty magazine, one at a time, to `release`, and frees every
-    /// empty one. Returns how many were passed to `release`.
+    /// Returns every non-empty magazine (the shelves' too), one at a time, to `release`,
+    /// and frees every empty one. Returns how many were passed to `release`.
     pub(crate) fn drain(&self, mut release: impl FnMut(Magazine<T>)) -> usize {
         let mut released = 0;
         while let Some(magazine) = self.pop_refill() {
@@ -282,31 +364,45 @@ impl<T> Depot<T> {
         while let Some(magazine) = self.pop_empty() {
             drop(magazine);
         }
+        for shelf in self.shelves.iter() {
+            drop(shelf.empty.take());
+        }
         released
     }
 
-    /// `(full + partial, empty)` nodes linked in the stacks (model checks only, when
-    /// quiescent).
+    /// `(full + partial, empty)` magazines really in the depot: nodes linked in the stacks
+    /// and magazines on shelves (model checks only, when quiescent).
     #[cfg(magazine_model)]
     pub(crate) fn linked(&self) -> (usize, usize) {
+        let (full, empty) = self.shelved();
         (
-            self.full.linked() + self.partial.linked(),
-            self.empty.linked(),
+            self.full.linked() + self.partial.linked() + full,
+            self.empty.linked() + empty,
         )
     }
 
-    /// Non-empty magazines: full and partly filled.
+    /// `(full, empty)` magazines on the shelves (a snapshot of each place).
+    fn shelved(&self) -> (usize, usize) {
+        self.shelves.iter().fold((0, 0), |(full, empty), shelf| {
+            (
+                full + usize::from(shelf.full.is_occupied()),
+                empty + usize::from(shelf.empty.is_occupied()),
+            )
+        })
+    }
+
+    /// Non-empty magazines: full and partly filled, on the stacks and shelves.
     pub(crate) fn full_len(&self) -> usize {
-        self.full.len() + self.partial.len()
+        self.full.len() + self.partial.len() + self.shelved().0
     }
 
     pub(crate) fn empty_len(&self) -> usize {
-        self.empty.len()
+        self.empty.len() + self.shelved().1
     }
 
-    /// Items in the depot (exact when quiescent).
+    /// Items in the depot (exact when quiescent). Shelves hold full magazines only.
     pub(crate) fn full_items(&self) -> usize {
-        let full = (self.magazine_size * self.full.len())
+        let full = (self.magazine_size * (self.full.len() + self.shelved().0))
             .saturating_sub(self.short.load(Ordering::Relaxed));
         full + self.partial_items.load(Ordering::Relaxed)
     }
@@ -338,8 +434,81 @@ impl<T> Depot<T> {
         }
     }
 
+    /// The peak full length: the highest the full stack reached when a push onto it
+    /// counted, raised here to the current length of the whole depot, so that the peak
+    /// is never below a length that `Stats` reports. Magazines on shelves (at most one per
+    /// CPU) count in it only when a call sees them: a shelf put counts nothing, so that it
+    /// stays one compare-and-swap on the CPU's own line.
     pub(crate) fn peak(&self) -> usize {
+        self.raise_peak(self.full_len());
         self.peak.load(Ordering::Relaxed)
+    }
+}
+
+/// The depot seen from one CPU (see [`Depot::near`]): the exchanges of a slot or a handle
+/// try that CPU's shelf before the shared stacks.
+pub(crate) struct Near<'d, T> {
+    depot: &'d Depot<T>,
+    shelf: Option<&'d Shelf<T>>,
+}
+
+impl<T> Near<'_, T> {
+    /// A magazine to refill with: the shelf's full one, else [`Depot::pop_refill`].
+    #[inline]
+    pub(crate) fn pop_refill(&self) -> Option<Magazine<T>> {
+        if let Some(shelf) = self.shelf {
+            if let Some(magazine) = shelf.full.take() {
+                shelf.mark_used();
+                return Some(magazine);
+            }
+        }
+        self.depot.pop_refill()
+    }
+
+    /// Gives a non-empty magazine to the depot: a full one onto the shelf when its place
+    /// is free, else [`Depot::push_full`] (which may refuse it).
+    #[inline]
+    pub(crate) fn push_full(&self, magazine: Magazine<T>) -> Result<(), Magazine<T>> {
+        let magazine = match self.shelf {
+            Some(shelf) if magazine.is_full() => match shelf.full.put(magazine) {
+                Ok(()) => {
+                    shelf.mark_used();
+                    return Ok(());
+                }
+                Err(magazine) => magazine,
+            },
+            _ => magazine,
+        };
+        self.depot.push_full(magazine)
+    }
+
+    /// An empty magazine: the shelf's, else [`Depot::empty_magazine`].
+    #[inline]
+    pub(crate) fn empty_magazine(&self) -> Magazine<T> {
+        if let Some(shelf) = self.shelf {
+            if let Some(magazine) = shelf.empty.take() {
+                shelf.mark_used();
+                return magazine;
+            }
+        }
+        self.depot.empty_magazine()
+    }
+
+    /// Keeps an empty magazine: on the shelf when its place is free, else
+    /// [`Depot::push_empty`].
+    #[inline]
+    pub(crate) fn push_empty(&self, magazine: Magazine<T>) {
+        let magazine = match self.shelf {
+            Some(shelf) => match shelf.empty.put(magazine) {
+                Ok(()) => {
+                    shelf.mark_used();
+                    return;
+                }
+                Err(magazine) => magazine,
+            },
+            None => magazine,
+        };
+        self.depot.push_empty(magazine);
     }
 }
 

@@ -159,6 +159,7 @@ mod pair;
 mod policy;
 #[cfg(all(feature = "std", not(magazine_model)))]
 mod reaper;
+mod shelf;
 mod slot;
 mod source;
 mod stack;

@@ -4,6 +4,7 @@ use core::fmt;
 use core::mem::ManuallyDrop;
 
 use crate::cache::{Cache, Home};
+use crate::depot::Near;
 use crate::pair::MagazinePair;
 use crate::source::Source;
 
@@ -191,7 +192,8 @@ impl<'a, S: Source> LocalCache<'a, S> {
         if self.alloc_hits >= PUBLISH_EVERY {
             self.publish_counters();
         }
-        if self.magazines.refill(self.cache.depot()) {
+        let near = self.near();
+        if self.magazines.refill(&near) {
             self.depot_pops += 1;
             return self.magazines.alloc();
         }
@@ -203,10 +205,18 @@ impl<'a, S: Source> LocalCache<'a, S> {
         if self.free_hits >= PUBLISH_EVERY {
             self.publish_counters();
         }
-        match self.magazines.spill(item, self.cache.depot()) {
+        let near = self.near();
+        match self.magazines.spill(item, &near) {
             Ok(()) => self.depot_pushes += 1,
             Err(refused) => self.cache.release_to_source(refused),
         }
+    }
+
+    /// The depot seen from the CPU this thread runs on now: its shelf first. Looked up at
+    /// each exchange (a handle may move between CPUs; a stale guess costs a shared-stack
+    /// exchange, never an item).
+    fn near(&self) -> Near<'a, S::Item> {
+        self.cache.depot().near(self.cache.current_cpu())
     }
 
     fn publish_counters(&mut self) {

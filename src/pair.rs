@@ -3,7 +3,7 @@
 
 use core::mem;
 
-use crate::depot::Depot;
+use crate::depot::Near;
 use crate::magazine::Magazine;
 
 /// A loaded and a previous magazine.
@@ -60,7 +60,7 @@ impl<T> MagazinePair<T> {
     /// Both magazines are empty: take a full (else a partly filled) magazine from the depot
     /// as `loaded` and give the depot the empty `previous`. Returns `false` (changing
     /// nothing) when the depot has no such magazine.
-    pub(crate) fn refill(&mut self, depot: &Depot<T>) -> bool {
+    pub(crate) fn refill(&mut self, depot: &Near<'_, T>) -> bool {
         debug_assert!(self.is_empty());
         let Some(full) = depot.pop_refill() else {
             return false;
@@ -105,7 +105,7 @@ impl<T> MagazinePair<T> {
     /// a `Fixed` depot refuses it; the caller must return its items to the source. `item`
     /// is stored before the depot is asked, so no item is ever in flight while the source
     /// runs.
-    pub(crate) fn spill(&mut self, item: T, depot: &Depot<T>) -> Result<(), Magazine<T>> {
+    pub(crate) fn spill(&mut self, item: T, depot: &Near<'_, T>) -> Result<(), Magazine<T>> {
         let empty = depot.empty_magazine();
         let full = mem::replace(&mut self.previous, mem::replace(&mut self.loaded, empty));
         let stored = self.loaded.push(item);
@@ -116,7 +116,7 @@ impl<T> MagazinePair<T> {
     /// Moves both magazines out, leaving empty ones (recycled from the depot, else new)
     /// in their place; returns the ones that held items. This is how a flush or a trim
     /// takes a slot's items without running the source while it holds the slot.
-    pub(crate) fn take_items(&mut self, depot: &Depot<T>) -> [Option<Magazine<T>>; 2] {
+    pub(crate) fn take_items(&mut self, depot: &Near<'_, T>) -> [Option<Magazine<T>>; 2] {
         [&mut self.loaded, &mut self.previous].map(|magazine| {
             (!magazine.is_empty()).then(|| mem::replace(magazine, depot.empty_magazine()))
         })

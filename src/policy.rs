@@ -145,6 +145,18 @@ pub struct Options {
     /// `None` (the default) means on for [`Trim::WorkingSet`] and off for the other
     /// policies, which reproduce Linux.
     pub reclaim_idle_slots: Option<bool>,
+    /// Whether the depot keeps a shelf per CPU slot: room for one full and one empty
+    /// magazine that the CPU's exchanges try before the shared stacks, so that CPUs that
+    /// give and take magazines do not contend on the stacks' cache lines (see
+    /// [`docs::design`](crate::docs::design#cpu-shelves)). Shelved magazines are part of
+    /// the depot: other CPUs' refills take them before going to the source, flushes drain
+    /// them, trims take them when unused for a whole interval. They add at most one full
+    /// and one empty magazine per slot to what the depot may hold.
+    ///
+    /// `None` (the default) means on for [`DepotPolicy::Dynamic`]. A
+    /// [`DepotPolicy::Fixed`] depot never has shelves, whatever this says: its cap counts
+    /// the full stack alone and stays hard.
+    pub cpu_shelves: Option<bool>,
 }
 
 impl Options {
@@ -162,6 +174,15 @@ impl Options {
 }
 
 impl Config {
+    /// How many CPU shelves the depot has (see [`Options::cpu_shelves`]).
+    pub(crate) fn shelf_count(&self, options: &Options) -> usize {
+        let dynamic = matches!(self.depot, DepotPolicy::Dynamic { .. });
+        match dynamic && options.cpu_shelves.unwrap_or(true) {
+            true => self.cpus,
+            false => 0,
+        }
+    }
+
     /// The cap on the empty stack (see [`Options::max_empty`]).
     pub(crate) fn empty_cap(&self, options: &Options) -> usize {
         options

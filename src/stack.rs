@@ -106,6 +106,11 @@ mod word {
 use word::{AtomicWord, Word};
 use word::{ADDRESS_BITS, RECYCLE};
 
+/// The address check every magazine node passes when it is allocated (see "Platforms"),
+/// wherever its first use is: a stack push or a CPU shelf (`shelf.rs`), which never packs
+/// the address but hands the node to a stack later.
+pub(crate) const NODE_ADDRESS_BITS: u32 = ADDRESS_BITS;
+
 /// Low bits of a node's address that its alignment makes zero (`Node` is
 /// `repr(align(64))`).
 const ALIGN_BITS: u32 = 6;

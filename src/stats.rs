@@ -77,11 +77,14 @@ pub struct Stats {
     pub source_frees: u64,
     /// Full magazines released by [`Cache::trim`](crate::Cache::trim).
     pub trimmed: u64,
-    /// Full magazines in the depot now.
+    /// Full magazines in the depot now (its stacks and its CPU shelves).
     pub depot_full: usize,
-    /// Empty magazines in the depot now.
+    /// Empty magazines in the depot now (its stacks and its CPU shelves).
     pub depot_empty: usize,
-    /// The most full magazines the depot has held at once.
+    /// The most full magazines the depot has held at once: the highest length its full
+    /// stack reached, and at least every `depot_full` a `stats()` call has seen. Between
+    /// two calls, magazines on CPU shelves (at most one per slot, see
+    /// [`Options::cpu_shelves`](crate::Options::cpu_shelves)) may be missing from it.
     pub depot_peak: usize,
     /// Operations that found their CPU slot taken by another thread (a miss, never a wait).
     pub busy_misses: u64,

@@ -43,7 +43,8 @@
 //! | magazine | a fixed-capacity LIFO array of items, owned by exactly one party at a time |
 //! | loaded, previous | the two magazines of a CPU slot or of a [`LocalCache`] handle |
 //! | slot | the loaded and previous magazines of one CPU, owned by one thread at a time |
-//! | depot | two lock-free stacks shared by all slots: full magazines and empty ones |
+//! | depot | lock-free stacks shared by all slots (full, partly filled and empty magazines), and a shelf per CPU |
+//! | shelf | one CPU's place in the depot for one full and one empty magazine, tried before the stacks |
 //! | trim | one reclaim step ([`Cache::trim`]): surplus full magazines go back to the source |
 //! | working set | the fewest full magazines the depot held during the last trim interval |
 //! | quiescent | no thread is inside a cache operation |
@@ -109,10 +110,12 @@
 //! trim, and never more (a push in flight at the interval's low point can make it keep
 //! one more). With [`DepotPolicy::Fixed`], the depot never holds more than `max_full`
 //! full magazines. In every policy the stack of empty magazines is capped
-//! ([`Options::max_empty`]).
+//! ([`Options::max_empty`]); [CPU shelves](#cpu-shelves) add at most one full and one empty
+//! magazine per slot, and a trim takes those of a shelf unused for a whole interval.
 //!
 //! So the items a cache holds are at most `cpus x 2 x magazine_size` in the slots, plus
-//! `magazine_size` per full depot magazine, plus two magazines per live [`LocalCache`].
+//! `magazine_size` per full depot magazine (shelved ones included), plus two magazines per
+//! live [`LocalCache`].
 //! With [`Options::reclaim_idle_slots`] (on by default for `WorkingSet`), a trim also
 //! takes the magazines of CPU slots that saw no operation during the whole interval into
 //! the depot, where they are trimmed like any other; otherwise a trim shrinks the depot
@@ -125,10 +128,33 @@
 //! ## Invariant 5: accounting
 //!
 //! When the cache is quiescent, [`Stats::depot_full`] and [`Stats::depot_empty`] equal
-//! the real lengths of the depot's stacks.
+//! the real lengths of the depot's stacks plus the magazines on its shelves.
 //!
 //! Upheld by the stacks' own counters (`src/stack.rs`: a push counts before it links, a
-//! pop uncounts after it unlinks) and the depot, which reports them.
+//! pop uncounts after it unlinks) and the depot, which reports them and counts the
+//! occupied shelf places.
+//!
+//! # CPU shelves
+//!
+//! Every push or pop of a depot stack is a few read-modify-writes on that stack's cache
+//! line, so two CPUs that exchange magazines with the depot at once pass the line back and
+//! forth, and the exchange stops scaling with CPUs. With a `Dynamic` depot
+//! ([`Options::cpu_shelves`]), each CPU slot has a *shelf* in the depot: one place for a
+//! full magazine and one for an empty one, on a cache line of its own. A slot or a handle
+//! puts a full magazine it spills on its CPU's shelf when the place is free, takes the
+//! shelf's full magazine first when it refills, and keeps and takes empty magazines the
+//! same way; everything else goes to the stacks. A place is one pointer, put with one
+//! compare-and-swap against null and taken with one swap, so the winner of the swap owns
+//! the magazine outright: no epoch pin, no ABA (`src/shelf.rs`).
+//!
+//! The shelves are part of the depot for every rule above. A refill that finds the stacks
+//! empty takes a full magazine from any CPU's shelf before it goes to the source, and so
+//! does the busy-slot path; a flush drains them; `Stats` counts them. A trim moves the
+//! magazines of every shelf that saw no put or take during the whole interval to the
+//! stacks (full ones count as unused for the working set; empty ones are freed). The trim
+//! target is checked against the full stack alone, so shelves in use never make a trim
+//! release below the target. A `Fixed` depot has no shelves: its cap counts the full stack
+//! and must stay hard.
 //!
 //! # The exhaustion rule
 //!
