@@ -30,6 +30,8 @@ ALL=(
   flush_flag_stays_set        # the one-flush-at-a-time flag is never cleared
   live_take_load_then_store   # IOVA live table: free_fast loads the state, then clears it
   free_fast_caches_first      # IOVA free_fast caches the pfn before its life ends
+  shelf_take_load_then_store  # CPU shelf take: load the place, then clear it (two takers, one magazine)
+  shelf_put_load_then_store   # CPU shelf put: check the place is empty, then store (overwrites a magazine)
 )
 if [ $# -gt 0 ]; then MUTANTS=("$@"); else MUTANTS=("${ALL[@]}"); fi
 WRAPPER=$PWD/loom-tests/mutant-rustc.sh

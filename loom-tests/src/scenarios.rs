@@ -753,3 +753,52 @@ pub fn iova_free_alloc_race(scale: Scale) {
     domain.check().expect("the domain is consistent");
     assert_eq!(domain.stats().fast_in_use, 0);
 }
+
+/// Scenario 15: a CPU shelf shared by racing threads. Invariants 1, 3, 5. Every handle
+/// runs on CPU 0 (so all use one shelf) with magazines of one item. Each frees the three
+/// items it holds (the third free spills a full magazine, onto the shelf or, when another
+/// handle's is there, onto the full stack), then allocates three (the third refills from
+/// the shelf or the stack), `rounds` times. At the shuttle scale a trim races with them
+/// and moves the magazines of a shelf it finds unused to the stacks. Exactly one putter
+/// gets a free place and exactly one taker gets a shelved magazine: nothing lost or
+/// doubled.
+pub fn shelf_race(scale: Scale) {
+    let tracker = Tracker::new(3 * scale.threads);
+    let mut options = Options::default();
+    options.current_cpu = Some(|| 0);
+    let config = config(1, 1, dynamic(0, Trim::WorkingSet));
+    let cache = Arc::new(Cache::with_options(Arc::clone(&tracker), config, options));
+    cache.trim(); // starts an interval: the shelf is unused so far
+    let mut handles: Vec<_> = (0..scale.threads)
+        .map(|_| {
+            let cache = Arc::clone(&cache);
+            let mut items = tracker.take(3);
+            spawn(move || {
+                let mut local = cache.local();
+                for _ in 0..scale.rounds {
+                    items.drain(..).for_each(|item| local.free(item));
+                    // An allocation may find nothing while a racing trim has items on
+                    // their way to the source; what it finds is counted either way.
+                    items.extend((0..3).filter_map(|_| local.alloc()));
+                }
+                items
+            })
+        })
+        .collect();
+    if scale.threads > 2 {
+        let cache = Arc::clone(&cache);
+        handles.push(spawn(move || {
+            cache.trim();
+            Vec::new()
+        }));
+    }
+    let held: Vec<Item> = join_all(handles).into_iter().flatten().collect();
+    tracker.give(held);
+    // Quiescent: the shelf is unused from now on, so two trims empty the depot (target 0).
+    for _ in 0..2 {
+        cache.trim();
+    }
+    let stats = cache.stats();
+    assert_eq!(stats.depot_full, 0, "a shelved magazine escaped the trims: {stats:?}");
+    finish_cache(cache, &tracker);
+}

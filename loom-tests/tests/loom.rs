@@ -116,6 +116,11 @@ fn idle_reclaim_race() {
 }
 
 #[test]
+fn shelf_race() {
+    check(|| scenarios::shelf_race(S));
+}
+
+#[test]
 fn fixed_overflow_wide() {
     check(|| scenarios::fixed_overflow(W));
 }

@@ -140,6 +140,11 @@ fn idle_reclaim_race() {
     check(|| scenarios::idle_reclaim_race(S));
 }
 
+#[test]
+fn shelf_race() {
+    check(|| scenarios::shelf_race(S));
+}
+
 // The IOVA fast path's double-free check (scenarios 13-14).
 
 #[test]
