@@ -68,9 +68,11 @@ pub struct IovaDomain {
     start_pfn: u64,
     dma_32bit_pfn: u64,
     ranges: Arc<Ranges>,
-    /// One cache per size class; index = order (log2 of the size in pages). An array, so
-    /// that indexing it by an order from `order_of` needs no bounds check.
-    rcaches: [Cache<ClassSource>; IOVA_RANGE_CACHE_MAX_SIZE],
+    /// One cache per size class; index = order (log2 of the size in pages). A boxed
+    /// array, so that indexing it by an order from `order_of` needs no bounds check; built
+    /// on the heap one cache at a time (six caches at once overflow the small stacks of
+    /// shuttle's threads).
+    rcaches: Box<[Cache<ClassSource>; IOVA_RANGE_CACHE_MAX_SIZE]>,
     /// The fast-path ranges in callers' hands; `None` in [`FreeCheck::Unchecked`] mode.
     live: Option<LiveTable>,
     exhaustion_flushes: AtomicU64,
@@ -242,10 +244,15 @@ impl IovaDomain {
         let dma_32bit_pfn = 1u64.checked_shl(32u32.saturating_sub(shift)).unwrap_or(1);
         let ranges = Arc::new(Ranges::new(RangeTree::new(start_pfn, dma_32bit_pfn)));
         let live = Some(LiveTable::new());
-        let rcaches = core::array::from_fn(|order| {
-            let source = ClassSource::new(Arc::clone(&ranges), order as u8);
-            Cache::with_options(source, config.clone(), options.clone())
-        });
+        let rcaches: Box<[Cache<ClassSource>]> = (0..IOVA_RANGE_CACHE_MAX_SIZE as u8)
+            .map(|order| {
+                let source = ClassSource::new(Arc::clone(&ranges), order);
+                Cache::with_options(source, config.clone(), options.clone())
+            })
+            .collect();
+        let Ok(rcaches) = rcaches.try_into() else {
+            unreachable!("one cache per size class");
+        };
         Self {
             granule,
             shift,

@@ -119,9 +119,14 @@ unsafe impl Sync for LiveTable {}
 impl LiveTable {
     /// An empty table (its directory only; no leaf yet).
     pub(crate) fn new() -> Self {
-        Self {
-            buckets: Box::new(core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut()))),
-        }
+        let buckets: Box<[AtomicPtr<Leaf>]> = (0..BUCKETS)
+            .map(|_| AtomicPtr::new(ptr::null_mut()))
+            .collect();
+        // Built on the heap (a `Box::new` of the array would build it on the stack first).
+        let Ok(buckets) = buckets.try_into() else {
+            unreachable!("BUCKETS buckets");
+        };
+        Self { buckets }
     }
 
     #[inline]
