@@ -14,7 +14,8 @@
 //! `array_queue` (one alloc+free pair each, as in `fast_path`), `exchange` (one item moved between two handles through the depot, as in
 //! `depot/exchange` at magazine size 127), `exchange1` (the same at magazine size 1: every
 //! move is a depot exchange), `handoff_local` and `handoff_array_queue` (1 -> 1
-//! on two threads, as in `handoff`), `iova_fast` and `iova_tree` (as in `iova`, 1 page).
+//! on two threads, as in `handoff`), `iova_fast`, `iova_fast_unchecked` and `iova_tree` (as
+//! in `iova`, 1 page; the fast pairs with the current CPU's slot, as the bench runs them).
 //! Divide a scenario function's inclusive count by the operation count.
 //!
 //! Under `cargo bench` (no scenario argument) it does nothing.
@@ -25,7 +26,7 @@ use std::hint::black_box;
 use std::sync::Barrier;
 
 use crossbeam_queue::ArrayQueue;
-use magazine::iova::IovaDomain;
+use magazine::iova::{FreeCheck, IovaDomain};
 use magazine::{Cache, Source};
 
 use common::FreeList;
@@ -48,8 +49,9 @@ fn main() {
         "exchange1" => scenario_exchange(ops, 1),
         "handoff_local" => scenario_handoff_local(ops),
         "handoff_array_queue" => scenario_handoff_array_queue(ops),
-        "iova_fast" => scenario_iova(ops, true),
-        "iova_tree" => scenario_iova(ops, false),
+        "iova_fast" => scenario_iova(ops, Some(FreeCheck::Checked)),
+        "iova_fast_unchecked" => scenario_iova(ops, Some(FreeCheck::Unchecked)),
+        "iova_tree" => scenario_iova(ops, None),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -216,14 +218,16 @@ fn scenario_handoff_array_queue(ops: u64) {
     });
 }
 
+/// `fast`: the fast path with that check (`pairs_iova_fast`), else the tree
+/// (`pairs_iova_tree`).
 #[inline(never)]
-fn scenario_iova(ops: u64, fast: bool) {
-    let domain = IovaDomain::new(4096, 1);
+fn scenario_iova(ops: u64, fast: Option<FreeCheck>) {
+    let domain = IovaDomain::new(4096, 1).with_free_check(fast.unwrap_or_default());
     let limit = domain.dma_32bit_pfn() - 1;
     let held: Vec<_> = (0..4096)
         .map(|_| domain.alloc(1, limit, false).unwrap())
         .collect();
-    if fast {
+    if fast.is_some() {
         for cpu in 0..domain.config().cpus {
             let pfns: Vec<_> = (0..64)
                 .map(|_| domain.alloc_fast_on(cpu, 1, limit).unwrap())

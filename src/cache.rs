@@ -404,18 +404,29 @@ impl<S: Source> Cache<S> {
     ///
     /// `accept` must not re-enter the cache either: see
     /// [`alloc_cached_where`](Self::alloc_cached_where).
+    #[inline]
     pub fn alloc_cached_where_on(
         &self,
         cpu: usize,
         mut accept: impl FnMut(&S::Item) -> bool,
     ) -> Option<S::Item> {
         let mut slot = self.take_slot(cpu)?;
-        let counters = slot.slot();
-        let home = self.slot_index(counters);
         if let Some(item) = slot.with(|magazines| magazines.alloc_where(&mut accept)) {
-            counters.alloc_hits.add(1);
+            slot.slot().alloc_hits.add(1);
             return Some(item);
         }
+        self.alloc_cached_where_miss(slot, accept)
+    }
+
+    /// Nothing in the slot's magazines was accepted.
+    #[cold]
+    fn alloc_cached_where_miss(
+        &self,
+        mut slot: SlotGuard<'_, S::Item>,
+        accept: impl FnMut(&S::Item) -> bool,
+    ) -> Option<S::Item> {
+        let counters = slot.slot();
+        let home = self.slot_index(counters);
         // As Linux's `__iova_rcache_get`: a depot magazine only when both of the slot's
         // are empty; when they hold items that do not fit, the caller's allocator serves.
         slot.with(|magazines| {

@@ -89,6 +89,7 @@ impl<T> Magazine<T> {
 
     /// Pops the most recently pushed item that satisfies `accept`, keeping the others in
     /// their order. Used by callers that cannot take just any item (an IOVA above a limit).
+    #[inline]
     pub(crate) fn pop_where(&mut self, mut accept: impl FnMut(&T) -> bool) -> Option<T> {
         let index = (0..self.len).rev().find(|&i| {
             // SAFETY: `i < len`, so the item is initialised; we only borrow it.

@@ -89,6 +89,7 @@ impl<T> MagazinePair<T> {
     }
 
     /// The newest item of either magazine that `accept` takes.
+    #[inline]
     pub(crate) fn alloc_where(&mut self, mut accept: impl FnMut(&T) -> bool) -> Option<T> {
         self.loaded
             .pop_where(&mut accept)

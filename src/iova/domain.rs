@@ -68,13 +68,17 @@ pub struct IovaDomain {
     start_pfn: u64,
     dma_32bit_pfn: u64,
     ranges: Arc<Ranges>,
-    /// One cache per size class; index = order (log2 of the size in pages).
-    rcaches: Box<[Cache<ClassSource>]>,
+    /// One cache per size class; index = order (log2 of the size in pages). A boxed
+    /// array, so that indexing it by an order from `order_of` needs no bounds check; built
+    /// on the heap one cache at a time (six caches at once overflow the small stacks of
+    /// shuttle's threads).
+    rcaches: Box<[Cache<ClassSource>; IOVA_RANGE_CACHE_MAX_SIZE]>,
     /// The fast-path ranges in callers' hands; `None` in [`FreeCheck::Unchecked`] mode.
     live: Option<LiveTable>,
     exhaustion_flushes: AtomicU64,
-    /// Picks the slot of `alloc_fast`/`free_fast` ([`Options::current_cpu`]).
-    current_cpu: fn() -> usize,
+    /// Picks the slot of `alloc_fast`/`free_fast` ([`Options::current_cpu`]); `None` is
+    /// [`crate::cpu::current`], called directly (inlined) rather than through a pointer.
+    current_cpu: Option<fn() -> usize>,
 }
 
 /// Whether [`IovaDomain::free_fast`] checks what it is given (see
@@ -240,12 +244,15 @@ impl IovaDomain {
         let dma_32bit_pfn = 1u64.checked_shl(32u32.saturating_sub(shift)).unwrap_or(1);
         let ranges = Arc::new(Ranges::new(RangeTree::new(start_pfn, dma_32bit_pfn)));
         let live = Some(LiveTable::new());
-        let rcaches = (0..IOVA_RANGE_CACHE_MAX_SIZE as u8)
+        let rcaches: Box<[Cache<ClassSource>]> = (0..IOVA_RANGE_CACHE_MAX_SIZE as u8)
             .map(|order| {
                 let source = ClassSource::new(Arc::clone(&ranges), order);
                 Cache::with_options(source, config.clone(), options.clone())
             })
             .collect();
+        let Ok(rcaches) = rcaches.try_into() else {
+            unreachable!("one cache per size class");
+        };
         Self {
             granule,
             shift,
@@ -255,7 +262,7 @@ impl IovaDomain {
             rcaches,
             live,
             exhaustion_flushes: AtomicU64::new(0),
-            current_cpu: options.current_cpu.unwrap_or(crate::cpu::current),
+            current_cpu: options.current_cpu,
         }
     }
 
@@ -314,6 +321,15 @@ impl IovaDomain {
     /// their own cached search start and early-failure bound.
     pub fn dma_32bit_pfn(&self) -> u64 {
         self.dma_32bit_pfn
+    }
+
+    /// The slot hint of the calling thread, for `alloc_fast` and `free_fast`.
+    #[inline]
+    fn current_cpu(&self) -> usize {
+        match self.current_cpu {
+            Some(current_cpu) => current_cpu(),
+            None => crate::cpu::current(),
+        }
     }
 
     /// The configuration of the size-class caches.
@@ -507,8 +523,9 @@ impl IovaDomain {
     /// assert!(pfn + 3 <= limit);
     /// domain.free_fast(pfn, 3).unwrap();
     /// ```
+    #[inline]
     pub fn alloc_fast(&self, size: u64, limit_pfn: u64) -> Option<u64> {
-        self.alloc_fast_on((self.current_cpu)(), size, limit_pfn)
+        self.alloc_fast_on(self.current_cpu(), size, limit_pfn)
     }
 
     /// [`alloc_fast`](Self::alloc_fast) on the slot of `cpu` (modulo
@@ -522,19 +539,12 @@ impl IovaDomain {
     /// assert_eq!(domain.alloc_fast_on(0, 1, u64::MAX), Some(pfn), "from slot 0's magazine");
     /// assert_eq!(domain.alloc_fast_on(0, 1, pfn - 1).map(|p| p < pfn), Some(true), "under the limit");
     /// ```
+    #[inline]
     pub fn alloc_fast_on(&self, cpu: usize, size: u64, limit_pfn: u64) -> Option<u64> {
-        if size == 0 {
-            return None;
-        }
+        // Inlined into the caller up to the magazine hit; misses, size 0 and sizes over
+        // the largest class are out of line.
         let Some(order) = order_of(size) else {
-            let uncached = || {
-                self.ranges
-                    .lock()
-                    .alloc(size, limit_pfn, true, Kind::Allocated)
-            };
-            return self
-                .retry_after_flush(uncached, || {})
-                .map(|iova| iova.pfn_lo);
+            return self.alloc_uncached(size, limit_pfn);
         };
         let size = 1u64 << order;
         let cache = &self.rcaches[usize::from(order)];
@@ -542,17 +552,40 @@ impl IovaDomain {
         let fits = |&pfn: &u64| pfn + (size - 1) <= limit_pfn;
         let pfn = match cache.alloc_cached_where_on(cpu, fits) {
             Some(pfn) => pfn,
-            None => {
-                let source = cache.source();
-                let miss = || source.alloc_below(limit_pfn);
-                self.retry_after_flush(miss, || source.count_exhaustion_flush())?
-                    .pfn_lo
-            }
+            None => self.alloc_miss(order, limit_pfn)?,
         };
         if let Some(live) = &self.live {
             live.insert(pfn, order);
         }
         Some(pfn)
+    }
+
+    /// `alloc_fast` of size 0 (refused) or over the largest class: a size-aligned tree
+    /// allocation, not cached.
+    #[cold]
+    #[inline(never)]
+    fn alloc_uncached(&self, size: u64, limit_pfn: u64) -> Option<u64> {
+        if size == 0 {
+            return None;
+        }
+        let uncached = || {
+            self.ranges
+                .lock()
+                .alloc(size, limit_pfn, true, Kind::Allocated)
+        };
+        self.retry_after_flush(uncached, || {})
+            .map(|iova| iova.pfn_lo)
+    }
+
+    /// `alloc_fast` of class `order` that found no cached range under `limit_pfn`: the
+    /// tree allocates (the caller records the range as live).
+    #[cold]
+    #[inline(never)]
+    fn alloc_miss(&self, order: u8, limit_pfn: u64) -> Option<u64> {
+        let source = self.rcaches[usize::from(order)].source();
+        let miss = || source.alloc_below(limit_pfn);
+        self.retry_after_flush(miss, || source.count_exhaustion_flush())
+            .map(|iova| iova.pfn_lo)
     }
 
     /// Runs a tree allocation; when the tree has no space, flushes every cache back to
@@ -607,8 +640,9 @@ impl IovaDomain {
     /// domain.free_fast(pfn, 2).unwrap();
     /// assert_eq!(domain.free_fast(pfn, 2), Err(IovaError::DoubleFree { pfn }));
     /// ```
+    #[inline]
     pub fn free_fast(&self, pfn: u64, size: u64) -> Result<(), IovaError> {
-        self.free_fast_on((self.current_cpu)(), pfn, size)
+        self.free_fast_on(self.current_cpu(), pfn, size)
     }
 
     /// [`free_fast`](Self::free_fast) on the slot of `cpu` (modulo [`Config::cpus`]).
@@ -621,10 +655,10 @@ impl IovaDomain {
     /// domain.free_fast_on(1, pfn, 1).unwrap();
     /// assert_eq!(domain.alloc_fast_on(1, 1, u64::MAX), Some(pfn));
     /// ```
+    #[inline]
     pub fn free_fast_on(&self, cpu: usize, pfn: u64, size: u64) -> Result<(), IovaError> {
-        if size == 0 {
-            return Err(IovaError::ZeroSize);
-        }
+        // Inlined into the caller up to the magazine hit; refusals, frees of ranges not
+        // from `alloc_fast`, size 0 and sizes over the largest class are out of line.
         let Some(order) = order_of(size) else {
             return self.free_uncached(pfn, size);
         };
@@ -647,6 +681,23 @@ impl IovaDomain {
                 }
                 Ok(())
             }
+            not_live => self.free_fast_not_live(cpu, pfn, size, order, not_live),
+        }
+    }
+
+    /// `free_fast` of class `order` for a pfn the live table did not hold with that
+    /// order: a wrong size, or a pfn not handed out by `alloc_fast`.
+    #[cold]
+    #[inline(never)]
+    fn free_fast_not_live(
+        &self,
+        cpu: usize,
+        pfn: u64,
+        size: u64,
+        order: u8,
+        found: Take,
+    ) -> Result<(), IovaError> {
+        match found {
             Take::OtherOrder(live) => {
                 let found = Iova {
                     pfn_lo: pfn,
@@ -655,6 +706,7 @@ impl IovaDomain {
                 Err(size_mismatch(pfn, size, found))
             }
             Take::Absent => self.free_fast_untracked(cpu, pfn, size, order),
+            Take::Taken => unreachable!("a taken pfn is freed into its magazine"),
         }
     }
 
@@ -690,8 +742,14 @@ impl IovaDomain {
         }
     }
 
-    /// `free_fast` of a size over the largest class: an exact tree free.
+    /// `free_fast` of size 0 (refused) or of a size over the largest class: an exact tree
+    /// free.
+    #[cold]
+    #[inline(never)]
     fn free_uncached(&self, pfn: u64, size: u64) -> Result<(), IovaError> {
+        if size == 0 {
+            return Err(IovaError::ZeroSize);
+        }
         let mut tree = self.ranges.lock();
         match classify(&tree, pfn, Some(size))? {
             Freed::Allocation(iova) if iova.size() == size => {

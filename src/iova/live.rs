@@ -52,10 +52,12 @@ const SPREAD: u64 = 0x9e37_79b9_7f4a_7c15;
 /// Cache lines per leaf's state bytes (the spread of consecutive pfns, see [`byte_of`]).
 const SPREAD_LINES: usize = if LEAF_PFNS >= 64 * 64 { 64 } else { 1 };
 
-/// The byte of `pfn` in its leaf. Consecutive pfns go to different cache lines (the byte
+/// The byte of `pfn` in its leaf (below [`LEAF_PFNS`], so indexing a leaf's states by it
+/// needs no bounds check). Consecutive pfns go to different cache lines (the byte
 /// index is the pfn's offset with its low and high bits swapped), because the tree hands
 /// out neighbouring ranges to different CPUs: with one line per 64 neighbours, two
 /// threads' allocations would bounce that line between their cores on every operation.
+#[inline]
 fn byte_of(pfn: u64) -> usize {
     let offset = (pfn as usize) & (LEAF_PFNS - 1);
     let per_line = LEAF_PFNS / SPREAD_LINES;
@@ -90,8 +92,9 @@ struct Leaf {
     /// read-modify-write, so two frees of one pfn cannot both see it live: that needs only
     /// the byte's own modification order. The Release/Acquire pairs on it make a free that
     /// ends a life happen after the `alloc_fast` that recorded it, so the table and the
-    /// cache's own hand-over of the pfn never disagree about which came first.
-    states: Box<[AtomicU8]>,
+    /// cache's own hand-over of the pfn never disagree about which came first. In the
+    /// leaf itself: a fast operation loads no pointer to them and checks no length.
+    states: [AtomicU8; LEAF_PFNS],
 }
 
 /// The pfns handed out by `alloc_fast` and not yet freed, each with its size order.
@@ -103,7 +106,8 @@ pub(crate) struct LiveTable {
     /// Heads of the buckets' leaf lists, null when empty. A leaf is linked by a Release
     /// compare-and-swap of its bucket's head after its fields are written; readers load
     /// heads with Acquire. Leaves are only ever prepended, never unlinked before drop.
-    buckets: Box<[AtomicPtr<Leaf>]>,
+    /// A fixed-size array: indexing it by a bucket number needs no bounds check.
+    buckets: Box<[AtomicPtr<Leaf>; BUCKETS]>,
 }
 
 // SAFETY: leaves are reached only through the buckets' atomics, their immutable fields are
@@ -115,19 +119,24 @@ unsafe impl Sync for LiveTable {}
 impl LiveTable {
     /// An empty table (its directory only; no leaf yet).
     pub(crate) fn new() -> Self {
-        Self {
-            buckets: (0..BUCKETS)
-                .map(|_| AtomicPtr::new(ptr::null_mut()))
-                .collect(),
-        }
+        let buckets: Box<[AtomicPtr<Leaf>]> = (0..BUCKETS)
+            .map(|_| AtomicPtr::new(ptr::null_mut()))
+            .collect();
+        // Built on the heap (a `Box::new` of the array would build it on the stack first).
+        let Ok(buckets) = buckets.try_into() else {
+            unreachable!("BUCKETS buckets");
+        };
+        Self { buckets }
     }
 
+    #[inline]
     fn bucket(region: u64) -> usize {
         // The top bits of the product depend on every bit of the region number.
         (region.wrapping_mul(SPREAD) >> (u64::BITS - BUCKETS.trailing_zeros())) as usize
     }
 
     /// The leaf of `region` among the leaves from `head` (one of our buckets' heads) on.
+    #[inline]
     fn find_from(&self, head: *mut Leaf, region: u64) -> Option<&Leaf> {
         let mut leaf = head;
         while !leaf.is_null() {
@@ -144,6 +153,7 @@ impl LiveTable {
     }
 
     /// The byte of `pfn`, if its leaf exists.
+    #[inline]
     fn state(&self, pfn: u64) -> Option<&AtomicU8> {
         let region = pfn >> LEAF_BITS;
         let head = self.buckets[Self::bucket(region)].load(Ordering::Acquire);
@@ -152,12 +162,23 @@ impl LiveTable {
     }
 
     /// The byte of `pfn`, creating its leaf if need be.
+    #[inline]
     fn state_or_insert(&self, pfn: u64) -> &AtomicU8 {
-        let region = pfn >> LEAF_BITS;
+        match self.state(pfn) {
+            Some(state) => state,
+            None => &self.insert_leaf(pfn >> LEAF_BITS).states[byte_of(pfn)],
+        }
+    }
+
+    /// The leaf of `region`, created and linked unless another thread links it first.
+    /// Once per region in the domain's life: out of line.
+    #[cold]
+    #[inline(never)]
+    fn insert_leaf(&self, region: u64) -> &Leaf {
         let bucket = &self.buckets[Self::bucket(region)];
         let mut head = bucket.load(Ordering::Acquire);
         let mut spare: Option<Box<Leaf>> = None;
-        let leaf = loop {
+        loop {
             if let Some(leaf) = self.find_from(head, region) {
                 break leaf;
             }
@@ -165,7 +186,7 @@ impl LiveTable {
                 Box::new(Leaf {
                     region,
                     next: ptr::null_mut(),
-                    states: (0..LEAF_PFNS).map(|_| AtomicU8::new(0)).collect(),
+                    states: core::array::from_fn(|_| AtomicU8::new(0)),
                 })
             });
             new.next = head;
@@ -179,8 +200,7 @@ impl LiveTable {
                     head = current;
                 }
             }
-        };
-        &leaf.states[byte_of(pfn)]
+        }
     }
 
     /// Records `pfn`, which the caller owns and which is not live, as live with `order`.
@@ -189,6 +209,7 @@ impl LiveTable {
     /// the tree, so no correct thread can free it before this returns; a thread that frees
     /// it anyway (a caller's bug: it is not theirs) can be told from its owner by no
     /// table. Every free is a read-modify-write, so two frees still cannot both succeed.
+    #[inline]
     pub(crate) fn insert(&self, pfn: u64, order: u8) {
         let state = self.state_or_insert(pfn);
         debug_assert_eq!(
@@ -200,6 +221,7 @@ impl LiveTable {
     }
 
     /// Ends the life of `pfn` if it is live with `order`.
+    #[inline]
     pub(crate) fn take(&self, pfn: u64, order: u8) -> Take {
         let Some(state) = self.state(pfn) else {
             return Take::Absent;

@@ -15,9 +15,12 @@ use crate::{Source, Stats};
 pub const IOVA_RANGE_CACHE_MAX_SIZE: usize = 6;
 
 /// The size class (order) of a fast-path request of `size` pages, if it is cached: sizes
-/// round up to a power of two (Linux `order_base_2`). `size` must not be 0.
+/// round up to a power of two (Linux `order_base_2`). `None` for 0 too, so that the fast
+/// path tells "cached" from "anything else" with one test.
+#[inline]
 pub(crate) fn order_of(size: u64) -> Option<u8> {
-    let order = u64::BITS - (size - 1).leading_zeros();
+    // 0 wraps to u64::MAX: order 64, not cached.
+    let order = u64::BITS - size.wrapping_sub(1).leading_zeros();
     ((order as usize) < IOVA_RANGE_CACHE_MAX_SIZE).then_some(order as u8)
 }
 
@@ -120,13 +123,14 @@ mod tests {
 
     #[test]
     fn sizes_round_up_to_their_class() {
-        let orders: Vec<_> = [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64]
+        let orders: Vec<_> = [0, 1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64]
             .iter()
             .map(|&size| order_of(size))
             .collect();
         assert_eq!(
             orders,
             [
+                None,
                 Some(0),
                 Some(1),
                 Some(2),
