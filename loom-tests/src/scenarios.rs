@@ -799,6 +799,9 @@ pub fn shelf_race(scale: Scale) {
         cache.trim();
     }
     let stats = cache.stats();
-    assert_eq!(stats.depot_full, 0, "a shelved magazine escaped the trims: {stats:?}");
+    assert_eq!(
+        stats.depot_full, 0,
+        "a shelved magazine escaped the trims: {stats:?}"
+    );
     finish_cache(cache, &tracker);
 }
