@@ -216,6 +216,7 @@
 //! [`Trim::WorkingSet`]: crate::Trim::WorkingSet
 //! [`Options::max_empty`]: crate::Options::max_empty
 //! [`Options::reclaim_idle_slots`]: crate::Options::reclaim_idle_slots
+//! [`Options::cpu_shelves`]: crate::Options::cpu_shelves
 //! [`Stats::depot_full`]: crate::Stats::depot_full
 //! [`Stats::depot_empty`]: crate::Stats::depot_empty
 //! [`Stats::exhaustion_flushes`]: crate::Stats::exhaustion_flushes
