@@ -31,12 +31,12 @@ total_start=$SECONDS
 printf '%-26s %-8s %-6s %12s %7s %10s %8s %7s\n' \
     model expect result states depth "mem(MB)" "time(s)" errors
 
-# run NAME EXPECT MODEL "SPIN -D flags" "extra gcc -D flags" "pan flags"
+# check NAME EXPECT MODEL "SPIN -D flags" "extra gcc -D flags" "pan flags"
 #   EXPECT: pass     a correct model: errors 0 and a complete search
 #           fail     a negative control: SPIN must find the counterexample
-run() {
-    local name=$1 expect=$2 model=$3 defs=$4 ccdefs=$5 panflags=$6
-    if [ -n "$filter" ] && [[ $name != *"$filter"* ]]; then return; fi
+# Prints the run's line (and any counterexample); returns 1 on an unexpected result.
+check() {
+    local name=$1 expect=$2 model=$3 defs=$4 ccdefs=$5 panflags=$6 failures=0
     local dir="$work/$name"
     mkdir -p "$dir"
     cp "$here/$model" "$dir/"
@@ -49,7 +49,7 @@ run() {
         # shellcheck disable=SC2086
         nice ./pan $panflags >pan.out 2>&1
         exit 0
-    ) || { echo "$name: build failed"; failures=$((failures + 1)); return; }
+    ) || { echo "$name: build failed"; return 1; }
 
     local out="$dir/pan.out"
     local states depth mem secs errors incomplete=0
@@ -85,6 +85,28 @@ run() {
             awk '$0 == last {n++; next} {if (n) print "      (the line above " n " more times)"; n = 0; last = $0; print "      " $0}
                  END {if (n) print "      (the line above " n " more times)"}'
     fi
+    [ "$failures" = 0 ]
+}
+
+# run NAME ...: `check` in the background, JOBS at a time (each pan is single-threaded);
+# its report and status go to $work/NAME.{out,status}, printed in order by `report`.
+JOBS=${PROOF_JOBS:-$(nproc)}
+RUNS=()
+run() {
+    local name=$1
+    if [ -n "$filter" ] && [[ $name != *"$filter"* ]]; then return; fi
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+    RUNS+=("$name")
+    (check "$@" >"$work/$name.out" 2>&1; echo $? >"$work/$name.status") &
+}
+
+report() {
+    local name
+    wait
+    for name in "${RUNS[@]}"; do
+        cat "$work/$name.out"
+        [ "$(cat "$work/$name.status")" = 0 ] || failures=$((failures + 1))
+    done
 }
 
 # name                       expect   model         spin defines                     gcc defines   pan flags
@@ -124,5 +146,6 @@ run cache_steal_unowned      fail     cache.pml     "-DSTEAL_UNOWNED -DSLOTS=2 -
 run cache_flush_drains_in_place fail  cache.pml     "-DDRAIN_IN_PLACE -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 run cache_alloc_loose_forgets_rest fail cache.pml   "-DFORGETS_REST -DPRELOAD -DMAGSZ=2 -DITEMS=3 -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 
+report
 echo "proofs: $failures unexpected result(s), $((SECONDS - total_start)) s in all"
 [ "$failures" = 0 ]
