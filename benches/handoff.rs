@@ -174,14 +174,7 @@ fn report_leftovers(cache: &Cache<FreeList>) {
     if stats.alloc_hits == 0 {
         return; // filtered out
     }
-    eprintln!(
-        "    stats: depot pops {}, pushes {}, exhaustion flushes {}, source allocs {}, busy misses {}",
-        stats.depot_pops,
-        stats.depot_pushes,
-        stats.exhaustion_flushes,
-        stats.source_allocs,
-        stats.busy_misses
-    );
+    eprintln!("    stats: {stats}");
 }
 
 criterion_group! {

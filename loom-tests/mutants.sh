@@ -35,6 +35,7 @@ ALL=(
   alloc_loose_forgets_rest    # busy-slot alloc frees the rest of the partial magazine
   steal_unowned               # steal / idle reclaim touch a slot without taking it
   flush_flag_stays_set        # the one-flush-at-a-time flag is never cleared
+  flush_drops_rest            # the exhaustion flush keeps one magazine of a slot and drops the other
   live_take_load_then_store   # IOVA live table: free_fast loads the state, then clears it
   free_fast_caches_first      # IOVA free_fast caches the pfn before its life ends
   shelf_take_load_then_store  # CPU shelf take: load the place, then clear it (two takers, one magazine)
@@ -51,6 +52,7 @@ declare -A FIRST=(
   [alloc_loose_forgets_rest]=busy_slot_loose
   [steal_unowned]=exhaustion_retry
   [flush_flag_stays_set]=exhaustion_retry
+  [flush_drops_rest]=exhaustion_retry
   [live_take_load_then_store]=iova_double_free_race
   [free_fast_caches_first]=iova_double_free_race
   [shelf_take_load_then_store]=shelf_race

@@ -71,8 +71,8 @@ pub struct Cache<S: Source> {
     /// orders the miss path (take a magazine from another slot before asking the source
     /// again); never needed for correctness. Written only when it changes.
     source_dry: AtomicBool,
-    /// True while an exhausted allocation flushes the cache to the source: one flush at a
-    /// time, the others wait for it while retrying what is cached.
+    /// True while an exhausted allocation flushes the cache: one flush at a time, the
+    /// others wait for it while retrying what is cached.
     ///
     /// | value | meaning         | transition                                                  |
     /// |-------|-----------------|-------------------------------------------------------------|
@@ -218,9 +218,11 @@ impl<S: Source> Cache<S> {
     /// Allocates an item: from the current CPU's magazines, else a full magazine from the
     /// depot, else the source. When the source is exhausted, the allocation takes a
     /// magazine from another CPU's slot; only when nothing is cached anywhere it can reach
-    /// is everything returned to the source and the allocation retried once (Linux's
-    /// `alloc_iova_fast(..., flush_rcache = true)`). `None` means the source is empty even
-    /// then.
+    /// does it flush the slots and the depot and ask the source once more (Linux's
+    /// `alloc_iova_fast(..., flush_rcache = true)`; the flush ends at the first magazine
+    /// with an item, which the allocation keeps: see [the exhaustion
+    /// rule](crate::docs::design#the-exhaustion-rule)). `None` means the source is empty
+    /// and nothing reachable is cached.
     ///
     /// ```
     /// use magazine::Cache;
@@ -257,7 +259,7 @@ impl<S: Source> Cache<S> {
     /// let b = cache.alloc_on(0).unwrap();
     /// cache.free_on(1, a); // cached on slot 1
     /// // The source is empty: alloc takes what is cached elsewhere (here it steals slot 1's
-    /// // magazine); returning everything to the source and retrying is the last resort.
+    /// // magazine); a flush that keeps what it finds is the last resort.
     /// assert_eq!(cache.alloc_on(0), Some(a));
     /// let stats = cache.stats();
     /// assert_eq!(stats.exhaustion_flushes, 1, "one allocation found the source exhausted");
@@ -835,10 +837,13 @@ impl<S: Source> Cache<S> {
             .is_ok()
         {
             let flushing = ClearOnDrop(&self.flushing);
-            self.try_flush();
+            let found = self.flush_until_found(&mut home);
             if cfg!(magazine_mutant = "flush_flag_stays_set") {
                 // MUTANT: the flag is never cleared; the next exhausted allocation waits.
                 core::mem::forget(flushing);
+            }
+            if found.is_some() {
+                return found;
             }
         } else {
             let backoff = Backoff::new();
@@ -850,6 +855,82 @@ impl<S: Source> Cache<S> {
             }
         }
         self.source_alloc()
+    }
+
+    /// The flush of an exhausted allocation (see [the exhaustion
+    /// rule](crate::docs::design#the-exhaustion-rule)): every CPU slot that is free, then
+    /// the depot, is emptied until a magazine holding an item turns up. The caller keeps
+    /// that magazine ([`keep_found`](Self::keep_found)) and the flush ends there: the
+    /// magazines it emptied before were empty, so it never sends items to the source that
+    /// the caller would take back from it one at a time, and it cannot chase producers
+    /// that push into the depot as fast as it drains. `None`: nothing was cached anywhere
+    /// it could reach.
+    fn flush_until_found(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
+        for (index, slot) in self.slots.iter().enumerate() {
+            let Some(mut slot) = slot.try_take() else {
+                continue;
+            };
+            let near = self.depot.near(index);
+            let [first, second] = slot.with(|magazines| magazines.take_items(&near));
+            // Given back before the depot or the source runs.
+            drop(slot);
+            let (found, rest) = match (first, second) {
+                (Some(found), rest) => (found, rest),
+                (None, Some(found)) => (found, None),
+                (None, None) => continue,
+            };
+            if let Some(rest) = rest {
+                if cfg!(magazine_mutant = "flush_drops_rest") {
+                    // MUTANT: the slot's second magazine is dropped, items and all.
+                    drop(rest);
+                } else {
+                    self.give_to_depot(rest);
+                }
+            }
+            self.counters.steals.add(1);
+            return self.keep_found(found, home);
+        }
+        let found = self.depot.pop_refill()?;
+        self.counters.depot_pops.add(1);
+        self.keep_found(found, home)
+    }
+
+    /// Takes an item of `found` (a magazine holding items that the flush of an exhausted
+    /// allocation took out of a slot or the depot) and keeps the rest where the caller
+    /// allocates next: as the loaded magazine of its handle or slot when both of their
+    /// magazines are empty, else in the depot.
+    fn keep_found(
+        &self,
+        mut found: Magazine<S::Item>,
+        home: &mut Home<'_, S::Item>,
+    ) -> Option<S::Item> {
+        let item = found.pop();
+        debug_assert!(item.is_some(), "a found magazine holds items");
+        let install = |magazines: &mut MagazinePair<S::Item>, found| match magazines.is_empty() {
+            true => Ok(magazines.install(found)),
+            false => Err(found),
+        };
+        let rest = match home {
+            Home::Handle(magazines) => install(magazines, found),
+            Home::Slot(index) => match self.slots[*index].try_take() {
+                Some(mut slot) => slot.with(|magazines| install(magazines, found)),
+                None => Err(found),
+            },
+            Home::Busy => Err(found),
+        };
+        match rest {
+            Ok(empty) => self.depot.push_empty(empty),
+            Err(rest) => self.give_to_depot(rest),
+        }
+        item
+    }
+
+    /// A magazine out of every slot and stack goes back to the depot (the empty stack when
+    /// it is empty); one that a `Fixed` depot refuses goes to the source.
+    fn give_to_depot(&self, magazine: Magazine<S::Item>) {
+        if let Err(refused) = self.depot.push_any(magazine) {
+            self.release_to_source(refused);
+        }
     }
 
     /// An item from what is cached outside the caller's own magazines: the depot, else a

@@ -107,7 +107,8 @@ impl<'a, S: Source> LocalCache<'a, S> {
 
     /// Allocates an item: from this handle's magazines, else a full magazine from the
     /// depot, else the source. When the source is exhausted, the cache's exhaustion path
-    /// runs: a magazine taken from another CPU's slot, then flush-and-retry.
+    /// runs: a magazine taken from another CPU's slot, then a flush that keeps the first
+    /// magazine it finds (see [the exhaustion rule](crate::docs::design#the-exhaustion-rule)).
     ///
     /// ```
     /// use magazine::Cache;

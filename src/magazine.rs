@@ -111,11 +111,49 @@ impl<T> Magazine<T> {
         Some(found)
     }
 
+    /// Asks the CPU to bring the item storage that the next pops (`write` false) or pushes
+    /// (`write` true) touch into its cache, all lines at once. A magazine that changes
+    /// hands (a full one taken from the depot, an empty one to fill) was last touched by
+    /// another core: without this its lines arrive one demand miss at a time, which made
+    /// a one-to-one hand-off 3x slower on the machine of `BENCHMARKS.md`.
+    #[inline]
+    pub(crate) fn prefetch(&self, write: bool) {
+        match write {
+            true => prefetch_lines(&self.items[self.len..], false),
+            false => prefetch_lines(&self.items[..self.len], true),
+        }
+    }
+
     /// An iterator that pops items; items it does not yield stay in the magazine, so a
     /// consumer that panics half way loses nothing.
     pub(crate) fn drain(&mut self) -> Drain<'_, T> {
         Drain { magazine: self }
     }
+}
+
+/// Prefetches every cache line of `items`, the last one first when `items` are about to
+/// be popped (a pop takes the top item). A hint: no effect on what the program does.
+#[inline]
+fn prefetch_lines<C>(items: &[C], for_pops: bool) {
+    #[cfg(all(target_arch = "x86_64", not(any(miri, magazine_model))))]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        const LINE: usize = 64;
+        let start = items.as_ptr() as usize & !(LINE - 1);
+        let end = items.as_ptr() as usize + core::mem::size_of_val(items);
+        let prefetch = |line: usize| {
+            // SAFETY: `sse`, which the intrinsic needs, is part of every x86_64 target; a
+            // prefetch never faults and changes no memory, whatever the address.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) }
+        };
+        let lines = (start..end).step_by(LINE);
+        match for_pops {
+            true => lines.rev().for_each(prefetch),
+            false => lines.for_each(prefetch),
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(any(miri, magazine_model)))))]
+    let _ = (items, for_pops);
 }
 
 impl<T> Drop for Magazine<T> {

@@ -65,9 +65,16 @@ impl<T> MagazinePair<T> {
         let Some(full) = depot.pop_refill() else {
             return false;
         };
-        let empty = mem::replace(&mut self.previous, mem::replace(&mut self.loaded, full));
-        depot.push_empty(empty);
+        full.prefetch(false);
+        depot.push_empty(self.install(full));
         true
+    }
+
+    /// Both magazines are empty: `magazine` becomes `loaded`; returns the empty magazine
+    /// it replaces (the old `previous`; the old `loaded` becomes `previous`).
+    pub(crate) fn install(&mut self, magazine: Magazine<T>) -> Magazine<T> {
+        debug_assert!(self.is_empty());
+        mem::replace(&mut self.previous, mem::replace(&mut self.loaded, magazine))
     }
 
     /// Both of our magazines are empty: take the best magazine of `victim` (another
@@ -108,6 +115,7 @@ impl<T> MagazinePair<T> {
     /// runs.
     pub(crate) fn spill(&mut self, item: T, depot: &Near<'_, T>) -> Result<(), Magazine<T>> {
         let empty = depot.empty_magazine();
+        empty.prefetch(true);
         let full = mem::replace(&mut self.previous, mem::replace(&mut self.loaded, empty));
         let stored = self.loaded.push(item);
         debug_assert!(stored.is_ok(), "a fresh magazine has room");

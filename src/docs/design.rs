@@ -165,18 +165,27 @@
 //! 1. when the source returns `None`, the allocation first takes what is cached
 //!    elsewhere: a depot magazine, else a magazine taken from another CPU's slot (a
 //!    steal; busy slots are skipped);
-//! 2. only when nothing cached is within reach, it returns every CPU slot's items
-//!    (skipping slots other threads hold) and every depot magazine to the source, one
-//!    such flush at a time (an allocation that arrives during another's flush keeps
-//!    trying step 1 until that flush ends), and asks the source once more.
+//! 2. only when nothing cached is within reach, it flushes, one such flush at a time (an
+//!    allocation that arrives during another's flush keeps trying step 1 until that flush
+//!    ends): it empties every CPU slot it can take (skipping slots other threads hold),
+//!    then the depot, until it comes upon a magazine that holds an item. That magazine
+//!    is the allocation's: it takes an item and keeps the rest in its handle or slot. The
+//!    magazines emptied before it were empty, so nothing was sent to the source. Only
+//!    when none holds an item does it ask the source once more.
 //!
-//! `None` after that means the source is empty even with everything reachable returned.
+//! `None` after that means the source is empty and nothing reachable is cached: Linux's
+//! promise, which Linux keeps by returning every cached item to the source and asking it
+//! again. Ending the flush at the first magazine found keeps the promise without what
+//! the full flush costs in a closed pool. A consumer that outruns its producer would
+//! otherwise send the producer's magazines, pushed during the flush, to the source (a
+//! flush could chase a producer that pushes as fast as it drains), then take them back
+//! one item at a time under the source's lock (in `handoff/1->1`, a third of the items
+//! through `LocalCache` handles and a sixth through the per-CPU path went through the
+//! source that way; none do now). [`Cache::try_flush`] and
+//! [`Cache::flush`] are the full flushes, for callers that want every cached item back in
+//! the source.
 //! [`Stats::exhaustion_flushes`] counts the times the source was found exhausted.
 //! [`LocalCache`] handles keep their own magazines through it.
-//!
-//! The flush costs little when exhaustion is rare. In a closed pool where consumers
-//! outrun producers, the steal of step 1 keeps the producers' magazines in the cache
-//! instead of sending them back to the source at every exhaustion.
 //!
 //! # The seed scenario and Linux
 //!
@@ -210,6 +219,7 @@
 //! [`Cache::free`]: crate::Cache::free
 //! [`Cache::flush_cpu`]: crate::Cache::flush_cpu
 //! [`Cache::flush`]: crate::Cache::flush
+//! [`Cache::try_flush`]: crate::Cache::try_flush
 //! [`Cache::cached`]: crate::Cache::cached
 //! [`DepotPolicy::Dynamic`]: crate::DepotPolicy::Dynamic
 //! [`DepotPolicy::Fixed`]: crate::DepotPolicy::Fixed
