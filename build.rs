@@ -7,10 +7,13 @@
 //!   nodes (`src/stack.rs`, "Platforms"): targets with 64-bit atomics whose pointers are
 //!   32 bits, or 64 bits on x86_64 and aarch64 (not Android, whose allocator tags the top
 //!   byte of heap pointers). Elsewhere the stack falls back to a fresh node per push.
+//! - `magazine_rseq`: the CPU id can be read from glibc's restartable-sequence area
+//!   (`src/rseq.rs`): Linux, x86_64, glibc, feature `std`, not a model-checker build.
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(magazine_model)");
     println!("cargo::rustc-check-cfg=cfg(magazine_tagged_head)");
+    println!("cargo::rustc-check-cfg=cfg(magazine_rseq)");
     println!("cargo::rerun-if-changed=build.rs");
     // Cargo passes the target's cfgs (those from RUSTFLAGS included) and the enabled
     // features to build scripts as environment variables.
@@ -36,5 +39,14 @@ fn main() {
     };
     if tagged {
         println!("cargo::rustc-cfg=magazine_tagged_head");
+    }
+
+    let rseq = var("CARGO_CFG_TARGET_OS") == "linux"
+        && arch == "x86_64"
+        && var("CARGO_CFG_TARGET_ENV") == "gnu"
+        && std::env::var_os("CARGO_FEATURE_STD").is_some()
+        && !(loom || shuttle);
+    if rseq {
+        println!("cargo::rustc-cfg=magazine_rseq");
     }
 }

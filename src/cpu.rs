@@ -1,6 +1,8 @@
 //! The current CPU id, which picks a thread's slot.
 
-/// The id of the CPU the calling thread runs on: `sched_getcpu()` on Linux, and a stable
+/// The id of the CPU the calling thread runs on: on Linux, read from the thread's
+/// restartable-sequence area when glibc registered one (x86_64; the same value as
+/// `sched_getcpu()` without the call), else `sched_getcpu()`; a stable
 /// per-thread index elsewhere (and under the model checkers, where it names the model
 /// thread, and under Miri, which has no `sched_getcpu`). Without the `std` feature it is 0: set
 /// [`Options::current_cpu`](crate::Options::current_cpu) to your platform's CPU id instead.
@@ -21,6 +23,11 @@ pub fn current() -> usize {
     #[cfg(feature = "std")]
     {
         // Miri has no `sched_getcpu`: it gets the per-thread index.
+        // Miri cannot run the inline assembly.
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if let Some(cpu) = crate::rseq::current_cpu() {
+            return cpu;
+        }
         #[cfg(all(target_os = "linux", not(any(magazine_model, miri))))]
         {
             // SAFETY: `sched_getcpu` has no preconditions; it returns -1 on failure.

@@ -104,7 +104,8 @@
 //!
 //! - [`Cache::alloc`] / [`Cache::free`]: per-CPU, for any thread, no setup. One
 //!   compare-and-swap per operation to take the CPU's slot (about 7 ns uncontended on a typical
-//!   x86 VM), plus `sched_getcpu()`.
+//!   x86 VM), plus the CPU lookup ([`cpu::current`]: one load from the thread's rseq area on
+//!   x86_64 glibc, `sched_getcpu()` elsewhere).
 //! - [`Cache::local`]: a [`LocalCache`] per long-lived thread; a hit is a plain array
 //!   operation (no atomic), within a few tenths of a nanosecond of a `Vec` push/pop.
 //! - [`Cache::alloc_on`] / [`Cache::free_on`]: a named slot, for pinned threads and
@@ -159,6 +160,8 @@ mod pair;
 mod policy;
 #[cfg(all(feature = "std", not(magazine_model)))]
 mod reaper;
+#[cfg(all(magazine_rseq, not(miri)))]
+mod rseq;
 mod shelf;
 mod slot;
 mod source;

@@ -133,7 +133,8 @@ pub struct Options {
     pub max_empty: Option<usize>,
     /// The CPU id that [`Cache::alloc`](crate::Cache::alloc) and
     /// [`Cache::free`](crate::Cache::free) use to pick a slot. `None` means
-    /// [`cpu::current`](crate::cpu::current): `sched_getcpu()` on Linux. Set it on
+    /// [`cpu::current`](crate::cpu::current): the rseq area's CPU id or `sched_getcpu()`
+    /// on Linux. Set it on
     /// `no_std` targets (where the default is always 0) or to pin the mapping yourself.
     pub current_cpu: Option<fn() -> usize>,
     /// Whether [`Cache::trim`](crate::Cache::trim) also takes the magazines of CPU slots
