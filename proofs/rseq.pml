@@ -1,0 +1,754 @@
+/*
+ * rseq.pml -- the restartable-sequence (Linux rseq) per-CPU fast path of src/rseq.rs
+ * (the sequences alloc, free and take: enter_slot!, the one commit each) against the
+ * fenced take of src/slot.rs (Slot::try_take_fenced: CAS FREE -> token, rseq::fence_cpu
+ * = membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, FLAG_CPU, cpu), the load of the
+ * owner word), as src/cache.rs uses them (alloc_in_sequence / free_in_sequence, on a miss
+ * take_slot_in_sequence and the slot's owner path, SlotGuard's Drop; Cache::flush_cpu /
+ * flush as the remote flusher).  The step-to-function table is in proofs/README.md,
+ * section 5.
+ *
+ * State: per CPU c one slot: owner[c] (FREE 0, TAKEN 1, a token >= 2 naming one thread),
+ * the loaded magazine mlen[c] and cells items[c * CAP ..] (CAP 2; a cell at or above len
+ * may hold anything: an old item, 0 = never written).  Items 1..NITEMS are distinct ids.
+ *
+ * The kernel (proctype kernel, plus run_here and membarrier):
+ *   - a worker is in a sequence (inseq) from its read of cpu_id, step (1), until its
+ *     commit or a miss exit; an abort (migration, preemption, signal, membarrier IPI)
+ *     clears inseq and sets aborted: the worker's next step is its abort handler (the
+ *     `unless` escape around each sequence), which restarts the sequence at (1).  Its
+ *     stores before the commit, other than the commit, stay where they are (a cell
+ *     at len, beyond the length);
+ *   - the kernel process may, at any moment, migrate a worker to the other CPU (aborting
+ *     its sequence, if any; MIGRATIONS in all), or abort a worker's sequence in flight
+ *     (a signal, or preemption by a thread that is not modelled; INTERRUPTS in all);
+ *   - every step of a worker that touches shared state runs on its CPU (run_here): any
+ *     other worker's sequence in flight on that CPU is aborted (it was preempted to let
+ *     this one run), so at most one sequence is in flight per CPU, and none while
+ *     another worker runs there;
+ *   - membarrier(c) aborts, in one step, the sequence in flight on CPU c, if any; one
+ *     that committed before is done (the real fence's IPI arrives at some moment: a
+ *     sequence that commits before it is this model's commit before the fence step).
+ * The flusher runs on a CPU of its own (not modelled): its steps preempt nobody (on a
+ * modelled CPU it would only abort more sequences, a subset of these behaviours).
+ *
+ * Steps of a sequence: (1)-(3) are one step (the rseq_cs store, the read of cpu_id,
+ * the want check, the slot index, the owner load: cpu_id changes only by the worker's
+ * own migration, which aborts), then (4) the len load, (5) the item load (alloc) or
+ * the store of the item into the cell at len (free), (6) the commit, each a step.
+ * An item travels in a register (rseq.rs copies items of other sizes with rep movsb
+ * into the caller's buffer or the cell beyond len: the same non-commit stores).
+ *
+ * Processes: NW = 2 workers (worker 1 on CPU W1CPU, worker 2 on W2CPU), OPS operations
+ * each: alloc, or free of an item it holds (Cache::alloc / free with sequences).
+ *   alloc: the alloc sequence; on any miss (alloc_after_sequence) the take sequence
+ *     (take_slot_in_sequence); with the slot taken, the owner path (refills one item
+ *     from the outside into the magazine, or not; then pops one, or takes one from the
+ *     outside when empty), then the release store; when the take misses (Busy): an item
+ *     from the outside (alloc_busy);
+ *   free: the free sequence; on a miss the take sequence and the owner path (spills the
+ *     top item to the outside when full, pushes the item), else the item to the outside
+ *     (free_busy).
+ * With -DW1WANT=c worker 1 calls alloc_on / free_on(c) instead: its sequences run only
+ * on CPU c (else the Elsewhere miss), and a take sequence that finds it elsewhere takes
+ * slot c with the fenced take, as take_slot_in_sequence does.  The owner's steps on a
+ * magazine are two each: the loads (and a store into the cell at len), then the store
+ * of the new len.  The flusher (Cache::flush_cpu(c) for c in 0 .. FLUSH_SLOTS-1,
+ * FLUSHES rounds): the fenced take; if it owns the slot, every item of the magazine to
+ * the outside, then the release store; a miss stores nothing and moves on (flush_cpu's
+ * Slot::take retries: a second round is that retry).  "Outside" (insrc) stands for the
+ * source and the depot: all that is neither a slot's magazine nor in a thread's hands.
+ *
+ * Checked after every step that moves an item (check()):
+ *   - conservation: every item in exactly one place (the outside, one thread's hands,
+ *     one cell below len of one magazine); every cell below len holds a real item;
+ *     len <= CAP; an alloc commit hands out a real item nobody holds.
+ * Checked at each commit and each fenced take (skipped with -DONLY_CONSERVATION):
+ *   - mutual exclusion: a sequence never commits (alloc, free or take) on a slot while
+ *     a confirmed owner holds it (confirmed[c]: the take sequence that committed TAKEN,
+ *     or a fenced taker whose load after the fence found its token); a fenced take
+ *     confirms only a slot nobody has confirmed; owner steps assert they are the owner.
+ * Checked at the end: every owner word FREE, nobody confirmed, conservation.
+ *
+ * Negative controls (run with -DONLY_CONSERVATION: the trail ends at lost/duplicated
+ * items, not at the exclusion assertion):
+ * -DCOMMIT_NOT_LAST     the free sequence stores len + 1 first, then the item into the
+ *                       cell (an abort in between leaves a garbage cell below len).
+ * -DCOMMIT_BEFORE_READ  the alloc sequence stores len - 1 first, then reads the item
+ *                       (an abort in between loses the item beyond len).
+ * -DNO_OWNER_CHECK      the alloc and free sequences do not check the owner word.
+ * -DNO_MEMBARRIER       the fenced take skips the fence (the crate's mutant
+ *                       fence_skipped).
+ * -DMISS_STORES_FREE    a fenced take that missed stores FREE anyway.
+ */
+
+#ifndef NCPU
+#define NCPU    2
+#endif
+#ifndef NW
+#define NW      2
+#endif
+#ifndef OPS
+#define OPS     2
+#endif
+#ifndef FLUSHES
+#define FLUSHES 1       /* rounds of flush_cpu(0 .. FLUSH_SLOTS-1) */
+#endif
+#ifndef FLUSH_SLOTS
+#define FLUSH_SLOTS 1   /* the flusher flushes slots 0 .. FLUSH_SLOTS-1 */
+#endif
+#ifndef MIGRATIONS
+#define MIGRATIONS 2    /* kernel: migrations of a worker, in all */
+#endif
+#ifndef INTERRUPTS
+#define INTERRUPTS 1    /* kernel: aborts by a signal or an unmodelled thread, in all */
+#endif
+#ifndef W1CPU
+#define W1CPU   0       /* the CPUs the workers start on */
+#endif
+#ifndef W2CPU
+#define W2CPU   (NCPU - 1)
+#endif
+#ifndef W1WANT
+#define W1WANT  ANY     /* worker 1: alloc / free (ANY), or alloc_on / free_on(W1WANT) */
+#endif
+#define CAP     2       /* Config::magazine_size */
+#define NITEMS  3
+#define NPROC   (NW + 3)        /* init, workers 1..NW, the flusher, the kernel */
+
+#define FREE    0               /* Slot::owner: slot.rs FREE */
+#define TAKEN   1               /* slot.rs TAKEN */
+#define TOKEN   (_pid + 2)      /* try_take_fenced: thread_index() + 2, one per thread */
+#define BIT     (1 << _pid)
+#define NOCPU   255
+
+/* sequence results (rseq::Miss, and HIT for code 0) */
+#define NONE      0
+#define HIT       1
+#define BUSY      2             /* Miss::Busy */
+#define MISS      3             /* Miss::Magazine */
+#define ELSEWHERE 4             /* Miss::Elsewhere */
+#define ANY       255           /* rseq::ANY_CPU */
+
+byte owner[NCPU];               /* Slot::owner */
+byte mlen[NCPU];                /* the loaded magazine's len (slot offset LEN) */
+byte items[NCPU * CAP];         /* the loaded magazine's cells (through ITEMS) */
+bool insrc[NITEMS + 1];         /* ghost: the item is outside (source, depot) */
+byte hand[NITEMS + 1];          /* ghost: pid holding it, 0 = nobody */
+byte confirmed[NCPU];           /* ghost: bit p set while process p is a confirmed owner */
+byte cpu[NPROC];                /* the CPU each worker runs on (rseq cpu_id) */
+bool inseq[NPROC];              /* in a sequence, not aborted, not yet committed */
+bool aborted[NPROC];            /* its sequence was aborted: next step is the handler */
+bool wdone[NPROC];
+byte finished;
+#if defined(COMMIT_NOT_LAST) || defined(COMMIT_BEFORE_READ)
+byte nwindow;                   /* mutants: sequences between their two stores */
+#endif
+
+hidden byte ck_i, ck_c, ck_s, ck_k;     /* temporaries within one atomic step */
+
+#ifdef ONLY_CONSERVATION
+#define EXCL(c)  skip
+#else
+#define EXCL(c)  assert(confirmed[c] == 0)      /* no confirmed owner at a commit */
+#endif
+
+inline check() {
+#if defined(COMMIT_NOT_LAST) || defined(COMMIT_BEFORE_READ)
+    if
+    :: nwindow == 0 ->
+#endif
+    ck_s = 0;
+    do
+    :: ck_s >= NCPU -> break
+    :: else ->
+        assert(mlen[ck_s] <= CAP);
+        ck_k = 0;
+        do
+        :: ck_k >= mlen[ck_s] -> break
+        :: else -> assert(items[ck_s * CAP + ck_k] >= 1 && items[ck_s * CAP + ck_k] <= NITEMS); ck_k++
+        od;
+        ck_s++
+    od;
+    ck_i = 1;
+    do
+    :: ck_i > NITEMS -> break
+    :: else ->
+        ck_c = (insrc[ck_i] -> 1 : 0) + (hand[ck_i] != 0 -> 1 : 0);
+        ck_s = 0;
+        do
+        :: ck_s >= NCPU -> break
+        :: else ->
+            ck_k = 0;
+            do
+            :: ck_k >= mlen[ck_s] -> break
+            :: else -> if :: items[ck_s * CAP + ck_k] == ck_i -> ck_c++ :: else fi; ck_k++
+            od;
+            ck_s++
+        od;
+        assert(ck_c == 1);              /* item ck_i in exactly one place */
+        ck_i++
+    od;
+#if defined(COMMIT_NOT_LAST) || defined(COMMIT_BEFORE_READ)
+    :: else
+    fi;
+#endif
+    ck_i = 0; ck_c = 0; ck_s = 0; ck_k = 0  /* a break above must land inside the caller's d_step */
+}
+
+/* ---- the kernel ---- */
+
+/* the calling worker runs on cpu[_pid]: a sequence of another worker in flight there has
+ * been preempted, hence aborted (a no-op for the flusher, which is on no modelled CPU) */
+inline run_here() {
+    ck_k = 1;
+    do
+    :: ck_k > NW -> break
+    :: else ->
+        if
+        :: ck_k != _pid && inseq[ck_k] && cpu[ck_k] == cpu[_pid] ->
+            inseq[ck_k] = 0; aborted[ck_k] = 1;
+            printf("P%d runs on cpu %d: P%d's sequence there is preempted, aborted\n", _pid, cpu[_pid], ck_k)
+        :: else
+        fi;
+        ck_k++
+    od;
+    ck_k = 0
+}
+
+/* rseq::fence_cpu(c): membarrier(PRIVATE_EXPEDITED_RSEQ, FLAG_CPU, c) */
+inline membarrier(c) {
+    d_step {
+        run_here();
+        printf("P%d membarrier(cpu %d)\n", _pid, c);
+        ck_s = 1;
+        do
+        :: ck_s > NW -> break
+        :: else ->
+            if
+            :: inseq[ck_s] && cpu[ck_s] == c ->
+                inseq[ck_s] = 0; aborted[ck_s] = 1;
+                printf("P%d membarrier: aborts P%d's sequence in flight on cpu %d\n", _pid, ck_s, c)
+            :: else
+            fi;
+            ck_s++
+        od;
+        ck_s = 0
+    }
+}
+
+inline migrate(t) {
+    d_step {
+        migs < MIGRATIONS && !wdone[t] -> migs++;
+        cpu[t] = (cpu[t] + 1) % NCPU;
+        if
+        :: inseq[t] -> inseq[t] = 0; aborted[t] = 1;
+           printf("kernel: migrates P%d to cpu %d, aborting its sequence\n", t, cpu[t])
+        :: else -> printf("kernel: migrates P%d to cpu %d\n", t, cpu[t])
+        fi
+    }
+}
+
+inline interrupt(t) {
+    d_step {
+        ints < INTERRUPTS && inseq[t] -> ints++; inseq[t] = 0; aborted[t] = 1;
+        printf("kernel: preempts / signals P%d inside its sequence: aborted\n", t)
+    }
+}
+
+proctype kernel() {
+    byte migs, ints;            /* kernel events so far (MIGRATIONS, INTERRUPTS in all) */
+end:
+    do
+#if NCPU > 1
+    :: migrate(1)
+    :: migrate(2)
+#if NW >= 3
+    :: migrate(3)
+#endif
+#endif
+    :: interrupt(1)
+    :: interrupt(2)
+#if NW >= 3
+    :: interrupt(3)
+#endif
+    od
+}
+
+/* ---- the sequences (src/rseq.rs), run by a worker on the CPU it is on ---- */
+
+/* the abort handler (abort_handler!, label 32): jmp 20b, i.e. restart at (1) */
+inline handler() {
+    d_step {
+        aborted[_pid] = 0; l = 0; r = 0;
+#if defined(COMMIT_NOT_LAST) || defined(COMMIT_BEFORE_READ)
+        if :: window -> window = 0; nwindow-- :: else fi;
+        check();
+#endif
+        printf("P%d abort handler: restarts the sequence at (1)\n", _pid)
+    }
+}
+
+/* (1)-(3), enter_slot!: store rseq_cs, read cpu_id (the section starts), check it
+ * against want, index the slot, load its owner word: != FREE exits Busy */
+inline enter_slot(check_owner, kind) {
+    d_step {
+        run_here();
+        inseq[_pid] = 1; c = cpu[_pid]; res = NONE;
+        if
+        :: want != ANY && want != c -> res = ELSEWHERE; inseq[_pid] = 0
+        :: else ->
+            if
+            :: check_owner && owner[c] != FREE -> res = BUSY; inseq[_pid] = 0
+            :: else
+            fi
+        fi;
+        if
+        :: kind == 1 && res == ELSEWHERE -> printf("P%d alloc seq: cpu_id %d, cpu %d wanted: Elsewhere\n", _pid, c, want)
+        :: kind == 1 && res == BUSY -> printf("P%d alloc seq: cpu_id %d, owner %d: Busy\n", _pid, c, owner[c])
+        :: kind == 1 && res == NONE -> printf("P%d alloc seq: cpu_id %d, owner %d\n", _pid, c, owner[c])
+        :: kind == 2 && res == ELSEWHERE -> printf("P%d free seq of item %d: cpu_id %d, cpu %d wanted: Elsewhere\n", _pid, x, c, want)
+        :: kind == 2 && res == BUSY -> printf("P%d free seq of item %d: cpu_id %d, owner %d: Busy\n", _pid, x, c, owner[c])
+        :: kind == 2 && res == NONE -> printf("P%d free seq of item %d: cpu_id %d, owner %d\n", _pid, x, c, owner[c])
+        :: kind == 3 && res == ELSEWHERE -> printf("P%d take seq: cpu_id %d, cpu %d wanted: Elsewhere\n", _pid, c, want)
+        :: kind == 3 && res == BUSY -> printf("P%d take seq: cpu_id %d, owner %d: Busy\n", _pid, c, owner[c])
+        :: kind == 3 && res == NONE -> printf("P%d take seq: cpu_id %d, owner %d\n", _pid, c, owner[c])
+        fi
+    }
+}
+
+#ifdef NO_OWNER_CHECK
+#define SEQ_CHECKS_OWNER 0      /* MUTANT: alloc and free ignore the owner word */
+#else
+#define SEQ_CHECKS_OWNER 1
+#endif
+
+/* rseq::alloc */
+inline alloc_seq() {
+    do
+    :: {
+        enter_slot(SEQ_CHECKS_OWNER, 1);
+        if
+        :: res != NONE -> break
+        :: d_step { res == NONE ->                                /* (4) load len; 0 exits Magazine */
+                run_here(); l = mlen[c];
+                if
+                :: l == 0 -> res = MISS; inseq[_pid] = 0; printf("P%d alloc seq: len 0: Magazine miss\n", _pid); c = 0
+                :: else -> printf("P%d alloc seq: len %d\n", _pid, l)
+                fi
+           }
+        fi;
+#ifndef COMMIT_BEFORE_READ
+        if
+        :: res != NONE -> break
+        :: d_step { res == NONE ->                                /* (5) the item below len into a register */
+                run_here(); r = items[c * CAP + l - 1];
+                printf("P%d alloc seq: reads item %d at cell %d\n", _pid, r, l - 1)
+           }
+        fi;
+        d_step {                                /* (6) THE COMMIT: len = l - 1 */
+            run_here();
+            EXCL(c);
+            mlen[c] = l - 1;
+            assert(r >= 1 && r <= NITEMS && hand[r] == 0);  /* a real item, nobody's */
+            hand[r] = _pid; inseq[_pid] = 0; res = HIT;
+            printf("P%d alloc seq: COMMIT len %d -> %d, item %d is P%d's\n", _pid, l, l - 1, r, _pid);
+            l = 0; r = 0;
+            check()
+        };
+#else
+        if
+        :: res != NONE -> break
+        :: d_step { res == NONE ->              /* MUTANT: the commit first */
+            run_here();
+            EXCL(c);
+            mlen[c] = l - 1; window = 1; nwindow++;
+            printf("P%d alloc seq (mutant): COMMIT len %d -> %d before reading the item\n", _pid, l, l - 1)
+           }
+        fi;
+        d_step {                                /* then the item, still inside the section */
+            run_here();
+            r = items[c * CAP + l - 1];
+            assert(r >= 1 && r <= NITEMS && hand[r] == 0);
+            hand[r] = _pid; inseq[_pid] = 0; res = HIT; window = 0; nwindow--;
+            printf("P%d alloc seq (mutant): reads item %d at cell %d, the sequence ends\n", _pid, r, l - 1);
+            l = 0; r = 0;
+            check()
+        };
+#endif
+        break
+       } unless { aborted[_pid] -> handler() }
+    od
+}
+
+/* rseq::free of item x */
+inline free_seq() {
+    do
+    :: {
+        enter_slot(SEQ_CHECKS_OWNER, 2);
+        if
+        :: res != NONE -> break
+        :: d_step { res == NONE ->                                /* (4) load len; CAP exits Magazine */
+                run_here(); l = mlen[c];
+                if
+                :: l >= CAP -> res = MISS; inseq[_pid] = 0; printf("P%d free seq: len %d: Magazine miss\n", _pid, l); c = 0; l = 0
+                :: else -> printf("P%d free seq: len %d\n", _pid, l)
+                fi
+           }
+        fi;
+#ifndef COMMIT_NOT_LAST
+        if
+        :: res != NONE -> break
+        :: d_step { res == NONE ->                                /* (5) the item into the cell at len: invisible */
+                run_here(); items[c * CAP + l] = x;
+                printf("P%d free seq: writes item %d into cell %d (beyond len)\n", _pid, x, l)
+           }
+        fi;
+        d_step {                                /* (6) THE COMMIT: len = l + 1 */
+            run_here();
+            EXCL(c);
+            mlen[c] = l + 1;
+            hand[x] = 0; inseq[_pid] = 0; res = HIT;
+            printf("P%d free seq: COMMIT len %d -> %d, item %d is the magazine's\n", _pid, l, l + 1, x);
+            l = 0;
+            check()
+        };
+#else
+        if
+        :: res != NONE -> break
+        :: d_step { res == NONE ->              /* MUTANT: the commit first */
+            run_here();
+            EXCL(c);
+            mlen[c] = l + 1; window = 1; nwindow++;
+            printf("P%d free seq (mutant): COMMIT len %d -> %d before writing the item\n", _pid, l, l + 1)
+           }
+        fi;
+        d_step {                                /* then the item, still inside the section */
+            run_here();
+            items[c * CAP + l] = x;
+            hand[x] = 0; inseq[_pid] = 0; res = HIT; window = 0; nwindow--;
+            printf("P%d free seq (mutant): writes item %d into cell %d, the sequence ends\n", _pid, x, l);
+            l = 0;
+            check()
+        };
+#endif
+        break
+       } unless { aborted[_pid] -> handler() }
+    od
+}
+
+/* rseq::take: the commit is the store of TAKEN; the caller then owns slot c wherever it
+ * runs next */
+inline take_seq() {
+    do
+    :: {
+        enter_slot(1, 3);
+        if
+        :: res != NONE -> break
+        :: d_step { res == NONE ->                                /* (4) THE COMMIT: owner = TAKEN */
+                run_here();
+                EXCL(c);
+                owner[c] = TAKEN; confirmed[c] = confirmed[c] | BIT; inseq[_pid] = 0; res = HIT;
+                printf("P%d take seq: COMMIT owner[%d] = TAKEN\n", _pid, c)
+           }
+        fi;
+        break
+       } unless { aborted[_pid] -> handler() }
+    od
+}
+
+/* ---- the fenced take (Slot::try_take_fenced) and the owner's steps ---- */
+
+inline fenced_take(s, got) {
+    d_step {                                    /* (a) owner.compare_exchange(FREE, token) */
+        run_here();
+        if
+        :: owner[s] == FREE -> owner[s] = TOKEN; got = 1;
+           printf("P%d fenced take of slot %d: CAS FREE -> token %d\n", _pid, s, TOKEN)
+        :: else -> got = 0;
+           printf("P%d fenced take of slot %d: CAS fails (owner %d): miss\n", _pid, s, owner[s])
+        fi
+    };
+    if
+    :: got ->
+#ifndef NO_MEMBARRIER
+        membarrier(s);                          /* (b) rseq::fence_cpu */
+#else
+        printf("P%d fenced take (mutant): no membarrier\n", _pid);
+#endif
+        d_step {                                /* (c) owner.load(Acquire) == token */
+            run_here();
+            if
+            :: owner[s] == TOKEN ->
+                EXCL(s); confirmed[s] = confirmed[s] | BIT;
+                printf("P%d fenced take: owner[%d] still token %d: owns the slot\n", _pid, s, TOKEN)
+            :: else ->
+                got = 0;
+#ifndef MISS_STORES_FREE
+                printf("P%d fenced take: owner[%d] = %d, not its token: missed, stores nothing\n", _pid, s, owner[s])
+#else
+                owner[s] = FREE;                /* MUTANT */
+                printf("P%d fenced take (mutant): owner[%d] was not its token: missed, stores FREE\n", _pid, s)
+#endif
+            fi
+        }
+    :: else
+    fi
+}
+
+inline mine(s) { assert(confirmed[s] & BIT) }
+
+/* SlotGuard's Drop: owner.store(FREE, Release) */
+inline release(s) {
+    d_step {
+        run_here(); mine(s);
+        confirmed[s] = confirmed[s] & ~BIT; owner[s] = FREE;
+        printf("P%d releases slot %d: owner = FREE\n", _pid, s)
+    }
+}
+
+/* The owner's steps on slot s's magazine: plain loads and stores, as MagazinePair's
+ * methods do them, in two steps each: the loads (and a store into the cell at len,
+ * invisible below len), then the store of the new len.  l and r are the registers. */
+
+/* a refill: the lowest outside item taken, then pushed (the depot's magazine, abstracted) */
+inline own_refill(s) {
+    d_step {
+        mlen[s] < CAP && (insrc[1] || insrc[2] || insrc[3]) ->
+        run_here(); mine(s);
+        l = mlen[s];
+        r = (insrc[1] -> 1 : (insrc[2] -> 2 : 3));
+        insrc[r] = 0; hand[r] = _pid;           /* out of the depot / source, in hand */
+        items[s * CAP + l] = r;
+        printf("P%d owner of slot %d: len %d, writes outside item %d into cell %d\n", _pid, s, l, r, l);
+        check()
+    };
+    d_step {
+        run_here(); mine(s);
+        assert(l < CAP);
+        mlen[s] = l + 1; hand[r] = 0;
+        printf("P%d owner of slot %d: len = %d (refilled item %d)\n", _pid, s, l + 1, r);
+        l = 0; r = 0;
+        check()
+    }
+}
+
+/* the top item, if any, to the outside (a spill, a flush); more = whether there was one */
+inline own_spill(s, more) {
+    d_step {
+        run_here(); mine(s);
+        l = mlen[s];
+        if
+        :: l > 0 -> r = items[s * CAP + l - 1]; more = 1;
+           printf("P%d owner of slot %d: len %d, reads item %d\n", _pid, s, l, r)
+        :: else -> more = 0; l = 0
+        fi
+    };
+    if
+    :: more ->
+        d_step {
+            run_here(); mine(s);
+            assert(r >= 1 && r <= NITEMS && !insrc[r]);
+            mlen[s] = l - 1; insrc[r] = 1;
+            printf("P%d owner of slot %d: len = %d, item %d out\n", _pid, s, l - 1, r);
+            l = 0; r = 0;
+            check()
+        }
+    :: else
+    fi
+}
+
+/* MagazinePair::alloc (alloc_miss, alloc_slow merged): pop the top item, else take one
+ * from the outside */
+inline own_alloc(s) {
+    d_step {
+        run_here(); mine(s);
+        l = mlen[s];
+        if
+        :: l > 0 -> r = items[s * CAP + l - 1];
+           printf("P%d owner of slot %d: len %d, reads item %d\n", _pid, s, l, r)
+        :: else
+        fi
+    };
+    d_step {
+        run_here(); mine(s);
+        if
+        :: l > 0 ->
+            mlen[s] = l - 1;
+            assert(r >= 1 && r <= NITEMS && hand[r] == 0); hand[r] = _pid;
+            printf("P%d owner of slot %d: len = %d, item %d is P%d's\n", _pid, s, l - 1, r, _pid)
+        :: else ->
+            ck_i = 1;
+            do
+            :: ck_i > NITEMS -> break
+            :: insrc[ck_i] -> insrc[ck_i] = 0; hand[ck_i] = _pid;
+               printf("P%d owner of slot %d: empty, item %d from the outside\n", _pid, s, ck_i); break
+            :: else -> ck_i++
+            od
+        fi;
+        l = 0; r = 0;
+        check()
+    }
+}
+
+/* MagazinePair::free of x (free_miss's spill first when full) */
+inline own_free(s) {
+    if :: mlen[s] >= CAP -> own_spill(s, got) :: else fi;
+    d_step {
+        run_here(); mine(s);
+        l = mlen[s]; assert(l < CAP);
+        items[s * CAP + l] = x;
+        printf("P%d owner of slot %d: len %d, writes item %d into cell %d\n", _pid, s, l, x, l)
+    };
+    d_step {
+        run_here(); mine(s);
+        mlen[s] = l + 1; hand[x] = 0;
+        printf("P%d owner of slot %d: len = %d, item %d is the magazine's\n", _pid, s, l + 1, x);
+        l = 0;
+        check()
+    }
+}
+
+/* ---- the workers: Cache::alloc / free with sequences ---- */
+
+/* take_slot_in_sequence(want): the take sequence; Elsewhere: the fenced take of want */
+inline take_slot() {
+    take_seq();
+    if
+    :: res == ELSEWHERE -> c = want; fenced_take(c, got); res = (got -> HIT : BUSY)
+    :: else
+    fi
+}
+
+inline alloc_op() {
+    alloc_seq();
+    if
+    :: res == HIT
+    :: else ->                                  /* alloc_after_sequence */
+        take_slot();
+        if
+        :: res == HIT ->                        /* alloc_from(Some(slot)) */
+            if :: own_refill(c) :: skip fi;
+            own_alloc(c);
+            release(c)
+        :: else ->                              /* alloc_busy */
+            d_step {
+                run_here();
+                ck_i = 1;
+                do
+                :: ck_i > NITEMS -> break
+                :: insrc[ck_i] -> insrc[ck_i] = 0; hand[ck_i] = _pid;
+                   printf("P%d alloc_busy: item %d from the outside\n", _pid, ck_i); break
+                :: else -> ck_i++
+                od;
+                check()
+            }
+        fi
+    fi
+}
+
+inline free_op() {
+    free_seq();
+    if
+    :: res == HIT
+    :: else ->                                  /* free_after_sequence */
+        take_slot();
+        if
+        :: res == HIT -> own_free(c); release(c)
+        :: else ->                              /* free_busy */
+            d_step {
+                run_here();
+                hand[x] = 0; insrc[x] = 1;
+                printf("P%d free_busy: item %d to the outside\n", _pid, x);
+                check()
+            }
+        fi
+    fi
+}
+
+proctype worker() {
+    byte ops, c, l, r, res, x, got;
+    byte want = (_pid == 1 -> W1WANT : ANY);   /* ANY: alloc / free; else alloc_on / free_on(want) */
+    bool window;
+    do
+    :: ops >= OPS -> break
+    :: else ->
+        if
+        :: alloc_op()
+        :: hand[1] == _pid -> x = 1; free_op()
+        :: hand[2] == _pid -> x = 2; free_op()
+        :: hand[3] == _pid -> x = 3; free_op()
+        fi;
+        c = 0; l = 0; r = 0; res = 0; x = 0; got = 0;
+        ops++
+    od;
+    atomic { wdone[_pid] = 1; finished++ }
+}
+
+/* Cache::flush_cpu(c) for c in 0 .. FLUSH_SLOTS-1, FLUSHES rounds: the fenced take, the
+ * magazine's items out, the release; a missed take does nothing (flush_cpu's Slot::take
+ * would retry: a later round is that retry) */
+proctype flusher() {
+    byte c, got, rounds, l, r;
+    do
+    :: rounds >= FLUSHES -> break
+    :: else ->
+        c = 0;
+        do
+        :: c >= FLUSH_SLOTS -> break
+        :: else ->
+            fenced_take(c, got);
+            if
+            :: got ->
+                do
+                :: own_spill(c, got); if :: !got -> break :: else fi
+                od;
+                release(c)
+            :: else
+            fi;
+            got = 0;
+            c++
+        od;
+        rounds++
+    od;
+    finished++
+}
+
+init {
+    d_step {
+        /* item 1 in slot 0's magazine, item 2 outside (or in slot 1's magazine with
+         * two CPUs), item 3 in worker 1's hands */
+        items[0] = 1; mlen[0] = 1;
+#if NCPU > 1
+        items[CAP] = 2; mlen[1] = 1;
+#else
+        insrc[2] = 1;
+#endif
+        hand[3] = 1;
+        cpu[1] = W1CPU; cpu[2] = W2CPU;
+#if NW >= 3
+        cpu[3] = 0;
+#endif
+        cpu[NW + 1] = NOCPU; cpu[NW + 2] = NOCPU;
+        check()
+    };
+    atomic {
+        run worker();           /* pid 1 */
+        run worker();           /* pid 2 */
+#if NW >= 3
+        run worker();           /* pid 3 */
+#endif
+        run flusher();          /* pid NW + 1 */
+        run kernel()            /* pid NW + 2 */
+    };
+    finished == NW + 1;
+    printf("end: every worker and the flusher are done\n");
+    d_step {
+        ck_s = 0;
+        do
+        :: ck_s >= NCPU -> break
+        :: else -> assert(owner[ck_s] == FREE && confirmed[ck_s] == 0); ck_s++
+        od;
+        check()
+    }
+}
