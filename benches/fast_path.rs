@@ -52,7 +52,7 @@ fn fast_path(c: &mut Criterion) {
             cache.free(black_box(item));
         })
     });
-    // The same without the CPU lookup (`sched_getcpu`): the cost of the slot protocol alone.
+    // The same without the CPU lookup: the cost of the slot protocol alone.
     group.bench_function("magazine Cache alloc_on/free_on(0)", |b| {
         b.iter(|| {
             let cache = black_box(&cache);
@@ -60,6 +60,18 @@ fn fast_path(c: &mut Criterion) {
             cache.free_on(0, black_box(item));
         })
     });
+    // Restartable sequences (`Options::restartable_sequences`), where the platform has them.
+    let cache = common::cache_with_sequences();
+    if cache.runs_restartable_sequences() {
+        warm_per_cpu(&cache);
+        group.bench_function("magazine Cache (per-CPU, rseq)", |b| {
+            b.iter(|| {
+                let cache = black_box(&cache);
+                let item = cache.alloc().unwrap();
+                cache.free(black_box(item));
+            })
+        });
+    }
 
     thread_local! {
         static POOL: RefCell<Vec<u64>> = RefCell::new((0..WARM).collect());

@@ -148,6 +148,16 @@ fn handoff(c: &mut Criterion) {
         );
         report_leftovers(&cache);
 
+        // Restartable sequences (`Options::restartable_sequences`), where available.
+        let cache = common::cache_with_sequences_on(FreeList::empty());
+        if cache.runs_restartable_sequences() {
+            group.bench_function(
+                BenchmarkId::from_parameter("magazine Cache (per-CPU, rseq)"),
+                |b| b.iter_custom(|iters| run_channel(&cache, threads, iters * BATCH)),
+            );
+            report_leftovers(&cache);
+        }
+
         let array = ArrayQueue::new(4096);
         group.bench_function(BenchmarkId::from_parameter("crossbeam ArrayQueue"), |b| {
             b.iter_custom(|iters| run_channel(&array, threads, iters * BATCH))

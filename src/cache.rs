@@ -12,7 +12,7 @@ use crate::policy::{Config, Options};
 use crate::slot::{Slot, SlotGuard};
 use crate::source::Source;
 use crate::stats::{OwnedCounter, SharedCounter, Stats};
-use crate::sync::{AtomicBool, Backoff, Ordering};
+use crate::sync::{AtomicBool, AtomicUsize, Backoff, Ordering};
 
 /// A magazine/depot cache in front of a [`Source`].
 ///
@@ -79,6 +79,10 @@ pub struct Cache<S: Source> {
     /// | false | no flush        | `compare_exchange(false, true, Acquire)` by the flushing thread |
     /// | true  | flush running   | `store(false, Release)` by the same thread, also on unwind  |
     flushing: AtomicBool,
+    /// Where the slots are for the restartable sequences of `src/rseq.rs`, when the cache
+    /// runs them (see [`Options::restartable_sequences`]).
+    #[cfg(all(magazine_rseq, not(miri)))]
+    sequences: Option<crate::rseq::Layout>,
 }
 
 /// Counters of the slow paths and of `LocalCache` handles, shared by all threads; nothing
@@ -200,9 +204,21 @@ impl<S: Source> Cache<S> {
             "Config::magazine_size must be at least 1"
         );
         assert!(config.cpus > 0, "Config::cpus must be at least 1");
-        let slots = (0..config.cpus)
-            .map(|_| CachePadded::new(Slot::new(config.magazine_size)))
+        let sequences = options.restartable_sequences
+            && options.current_cpu.is_none()
+            && sequences_available(config.cpus);
+        let slots: Box<[CachePadded<Slot<S::Item>>]> = (0..config.cpus)
+            .map(|cpu| CachePadded::new(Slot::new(config.magazine_size, sequences.then_some(cpu))))
             .collect();
+        #[cfg(all(magazine_rseq, not(miri)))]
+        let sequences = sequences.then(|| {
+            crate::rseq::Layout::new(
+                slots[0].field_addresses(),
+                core::mem::size_of::<CachePadded<Slot<S::Item>>>(),
+                slots.len(),
+                core::mem::size_of::<S::Item>(),
+            )
+        });
         Self {
             slots,
             depot: Depot::new(&config, &options),
@@ -212,7 +228,42 @@ impl<S: Source> Cache<S> {
             counters: CacheCounters::default(),
             source_dry: AtomicBool::new(false),
             flushing: AtomicBool::new(false),
+            #[cfg(all(magazine_rseq, not(miri)))]
+            sequences,
         }
+    }
+
+    /// Whether `alloc` and `free` run as restartable sequences on the current CPU's
+    /// slot (Linux x86_64 with glibc 2.35+ and a kernel with `membarrier`'s rseq fence; see
+    /// [`Options::restartable_sequences`]), rather than by taking the slot.
+    ///
+    /// ```
+    /// use magazine::{Cache, Options};
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// assert!(!cache.runs_restartable_sequences(), "off unless asked for");
+    /// let mut options = Options::default();
+    /// options.restartable_sequences = true;
+    /// let cache = Cache::with_options(Ids(Default::default()), Default::default(), options);
+    /// if cache.runs_restartable_sequences() {
+    ///     // Linux x86_64, glibc 2.35+, kernel 5.10+, a slot for every CPU.
+    /// }
+    /// let id = cache.alloc().unwrap();
+    /// cache.free(id);
+    /// assert_eq!(cache.stats().free_hits, 1, "either way");
+    /// ```
+    pub fn runs_restartable_sequences(&self) -> bool {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        return self.sequences.is_some();
+        #[cfg(not(all(magazine_rseq, not(miri))))]
+        false
     }
 
     /// Allocates an item: from the current CPU's magazines, else a full magazine from the
@@ -271,6 +322,10 @@ impl<S: Source> Cache<S> {
     /// ```
     #[inline]
     pub fn alloc(&self) -> Option<S::Item> {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if let Some(layout) = &self.sequences {
+            return self.alloc_in_sequence(layout, crate::rseq::ANY_CPU);
+        }
         self.alloc_on(self.current_cpu())
     }
 
@@ -295,6 +350,10 @@ impl<S: Source> Cache<S> {
     /// ```
     #[inline]
     pub fn free(&self, item: S::Item) {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if let Some(layout) = &self.sequences {
+            return self.free_in_sequence(layout, crate::rseq::ANY_CPU, item);
+        }
         self.free_on(self.current_cpu(), item)
     }
 
@@ -318,7 +377,37 @@ impl<S: Source> Cache<S> {
     /// ```
     #[inline]
     pub fn alloc_on(&self, cpu: usize) -> Option<S::Item> {
-        let Some(mut slot) = self.take_slot(cpu) else {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if let Some(layout) = &self.sequences {
+            return self.alloc_in_sequence(layout, cpu % self.slots.len());
+        }
+        self.alloc_from(self.take_slot(cpu))
+    }
+
+    /// An allocation as a restartable sequence on the current CPU's slot (or only on
+    /// `want`'s), else through the slot taken.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    #[inline]
+    fn alloc_in_sequence(&self, layout: &crate::rseq::Layout, want: usize) -> Option<S::Item> {
+        // SAFETY: `layout` describes our slots, which hold `S::Item`s; every take of them
+        // follows the fenced protocol (they were built with their CPU), and `take_slot`
+        // takes them with a sequence.
+        match unsafe { crate::rseq::alloc(layout, want) } {
+            Ok(item) => Some(item),
+            Err(_) => self.alloc_after_sequence(layout, want),
+        }
+    }
+
+    #[cfg(all(magazine_rseq, not(miri)))]
+    #[cold]
+    fn alloc_after_sequence(&self, layout: &crate::rseq::Layout, want: usize) -> Option<S::Item> {
+        self.alloc_from(self.take_slot_in_sequence(layout, want))
+    }
+
+    /// An allocation from `slot`, or, without one, from the depot's loose magazines.
+    #[inline]
+    fn alloc_from(&self, slot: Option<SlotGuard<'_, S::Item>>) -> Option<S::Item> {
+        let Some(mut slot) = slot else {
             return self.alloc_busy();
         };
         match slot.with(|magazines| magazines.alloc()) {
@@ -354,7 +443,34 @@ impl<S: Source> Cache<S> {
     /// ```
     #[inline]
     pub fn free_on(&self, cpu: usize, item: S::Item) {
-        let Some(mut slot) = self.take_slot(cpu) else {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if let Some(layout) = &self.sequences {
+            return self.free_in_sequence(layout, cpu % self.slots.len(), item);
+        }
+        self.free_into(self.take_slot(cpu), item)
+    }
+
+    /// A free as a restartable sequence on the current CPU's slot (or only on `want`'s),
+    /// else through the slot taken.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    #[inline]
+    fn free_in_sequence(&self, layout: &crate::rseq::Layout, want: usize, item: S::Item) {
+        // SAFETY: as in `alloc_in_sequence`.
+        if let Err((item, _)) = unsafe { crate::rseq::free(layout, want, item) } {
+            self.free_after_sequence(layout, want, item);
+        }
+    }
+
+    #[cfg(all(magazine_rseq, not(miri)))]
+    #[cold]
+    fn free_after_sequence(&self, layout: &crate::rseq::Layout, want: usize, item: S::Item) {
+        self.free_into(self.take_slot_in_sequence(layout, want), item)
+    }
+
+    /// A free into `slot`, or, without one, into the depot's loose magazines.
+    #[inline]
+    fn free_into(&self, slot: Option<SlotGuard<'_, S::Item>>, item: S::Item) {
+        let Some(mut slot) = slot else {
             return self.free_busy(item);
         };
         match slot.with(|magazines| magazines.free(item)) {
@@ -624,8 +740,12 @@ impl<S: Source> Cache<S> {
         };
         let counters = &self.counters;
         Stats {
-            alloc_hits: sum(|slot| &slot.alloc_hits) + counters.local_alloc.hits.get(),
-            free_hits: sum(|slot| &slot.free_hits) + counters.local_free.hits.get(),
+            alloc_hits: sum(|slot| &slot.alloc_hits)
+                + self.sequence_hits(|slot| &slot.sequence_alloc_hits)
+                + counters.local_alloc.hits.get(),
+            free_hits: sum(|slot| &slot.free_hits)
+                + self.sequence_hits(|slot| &slot.sequence_free_hits)
+                + counters.local_free.hits.get(),
             depot_pops: sum(|slot| &slot.depot_pops)
                 + counters.depot_pops.get()
                 + counters.local_alloc.exchanges.get(),
@@ -642,6 +762,14 @@ impl<S: Source> Cache<S> {
             exhaustion_flushes: counters.exhaustion_flushes.get(),
             steals: counters.steals.get(),
         }
+    }
+
+    /// The hits that restartable sequences counted, over all slots.
+    fn sequence_hits(&self, counter: fn(&Slot<S::Item>) -> &AtomicUsize) -> u64 {
+        self.slots
+            .iter()
+            .map(|slot| counter(slot).load(Ordering::Relaxed) as u64)
+            .sum()
     }
 
     /// The backing allocator.
@@ -736,6 +864,10 @@ impl<S: Source> Cache<S> {
     fn take_slot(&self, cpu: usize) -> Option<SlotGuard<'_, S::Item>> {
         let n = self.slots.len();
         let first = if cpu < n { cpu } else { cpu % n };
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if let Some(layout) = &self.sequences {
+            return self.take_slot_in_sequence(layout, first);
+        }
         if cfg!(magazine_mutant = "busy_slot_waits") {
             // MUTANT: the busy path waits for the slot's owner instead of missing.
             return Some(self.slots[first].take());
@@ -744,6 +876,35 @@ impl<S: Source> Cache<S> {
             return Some(slot);
         }
         self.take_other_slot(first)
+    }
+
+    /// Takes the current CPU's slot (or only `want`'s) with a restartable sequence, else,
+    /// when the thread is not on that CPU, with a fenced take. A busy slot is a miss: the
+    /// other slots are not tried, since taking them would cost a fence each.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    fn take_slot_in_sequence(
+        &self,
+        layout: &crate::rseq::Layout,
+        want: usize,
+    ) -> Option<SlotGuard<'_, S::Item>> {
+        use crate::rseq::Miss;
+        // SAFETY: as in `alloc_in_sequence`.
+        let taken = match unsafe { crate::rseq::take(layout, want) } {
+            // SAFETY: the sequence's commit took slot `index` for us.
+            Ok(index) => Some(unsafe { SlotGuard::new_unchecked(&self.slots[index]) }),
+            Err(Miss::Busy) => None,
+            Err(_) => {
+                let index = match want {
+                    crate::rseq::ANY_CPU => self.current_cpu() % self.slots.len(),
+                    want => want,
+                };
+                self.slots[index].try_take()
+            }
+        };
+        if taken.is_none() {
+            self.counters.busy_misses.add(1);
+        }
+        taken
     }
 
     #[cold]
@@ -1162,6 +1323,17 @@ impl<T> Drop for Rescue<'_, T> {
                 self.depot.push_full_unbounded(magazine);
             }
         }
+    }
+}
+
+/// Whether a cache of `slots` slots can run restartable sequences here.
+fn sequences_available(slots: usize) -> bool {
+    #[cfg(all(magazine_rseq, not(miri)))]
+    return crate::rseq::available(slots);
+    #[cfg(not(all(magazine_rseq, not(miri))))]
+    {
+        let _ = slots;
+        false
     }
 }
 

@@ -4,7 +4,7 @@
 use alloc::boxed::Box;
 use core::fmt;
 use core::mem::MaybeUninit;
-use core::ptr;
+use core::ptr::{self, NonNull};
 
 use crate::sync::{self, AtomicPtr, UnsafeCell};
 
@@ -15,9 +15,15 @@ use crate::sync::{self, AtomicPtr, UnsafeCell};
 /// A magazine has one owner at a time (a CPU slot, a `LocalCache`, or a depot stack, in
 /// its own node), so it needs no synchronisation of its own; the storage is in facade cells only so that
 /// loom can see a second owner racing the first.
+#[repr(C)] // The first three fields: see `src/rseq.rs`.
 pub(crate) struct Magazine<T> {
+    /// The storage: `capacity` cells from a leaked `Box<[Cell<T>]>` (rebuilt and dropped
+    /// in `drop`). A thin pointer and a length rather than the box itself so that the
+    /// restartable sequences of `src/rseq.rs` can find them at fixed offsets.
+    ///
     /// Invariant: `items[..len]` are initialised, `items[len..]` are not.
-    items: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    items: NonNull<Cell<T>>,
+    capacity: usize,
     len: usize,
     /// The magazine's depot stack node (see [`Link`]): allocated at its first push and
     /// kept from push to push; freed through the epoch when the magazine is dropped.
@@ -31,11 +37,13 @@ impl<T> Magazine<T> {
     /// An empty magazine that holds up to `capacity` items.
     pub(crate) fn new(capacity: usize) -> Self {
         debug_assert!(capacity > 0, "a magazine holds at least one item");
-        let items = (0..capacity)
+        let items: Box<[Cell<T>]> = (0..capacity)
             .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
             .collect();
         Self {
-            items,
+            // SAFETY: `Box::into_raw` never returns null.
+            items: unsafe { NonNull::new_unchecked(Box::into_raw(items).cast()) },
+            capacity,
             len: 0,
             link: Link::new(),
         }
@@ -48,7 +56,25 @@ impl<T> Magazine<T> {
 
     #[inline]
     pub(crate) fn capacity(&self) -> usize {
-        self.items.len()
+        self.capacity
+    }
+
+    /// The item cells.
+    #[inline]
+    fn items(&self) -> &[Cell<T>] {
+        // SAFETY: `items` points to `capacity` cells that the magazine owns until `drop`.
+        unsafe { core::slice::from_raw_parts(self.items.as_ptr(), self.capacity) }
+    }
+
+    /// Where the restartable sequences find the storage, the length and the capacity:
+    /// the addresses of the three fields.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    pub(crate) fn field_addresses(&self) -> [usize; 3] {
+        [
+            ptr::addr_of!(self.items) as usize,
+            ptr::addr_of!(self.len) as usize,
+            ptr::addr_of!(self.capacity) as usize,
+        ]
     }
 
     #[inline]
@@ -58,13 +84,13 @@ impl<T> Magazine<T> {
 
     #[inline]
     pub(crate) fn is_full(&self) -> bool {
-        self.len == self.items.len()
+        self.len == self.capacity
     }
 
     /// Pushes `item`, or hands it back when the magazine is full.
     #[inline]
     pub(crate) fn push(&mut self, item: T) -> Result<(), T> {
-        let Some(cell) = self.items.get(self.len) else {
+        let Some(cell) = self.items().get(self.len) else {
             return Err(item);
         };
         // SAFETY: we own the magazine (`&mut self`), and `items[len]` is uninitialised,
@@ -79,7 +105,7 @@ impl<T> Magazine<T> {
     pub(crate) fn pop(&mut self) -> Option<T> {
         let index = self.len.checked_sub(1)?;
         // SAFETY: `index < len <= items.len()`.
-        let cell = unsafe { self.items.get_unchecked(index) };
+        let cell = unsafe { self.items().get_unchecked(index) };
         // SAFETY: `items[index]` is initialised (index < len) and we own it; lowering `len`
         // below marks it uninitialised, so it is read exactly once.
         let item = cell.with_mut(|slot| unsafe { (*slot).assume_init_read() });
@@ -93,7 +119,7 @@ impl<T> Magazine<T> {
     pub(crate) fn pop_where(&mut self, mut accept: impl FnMut(&T) -> bool) -> Option<T> {
         let index = (0..self.len).rev().find(|&i| {
             // SAFETY: `i < len`, so the item is initialised; we only borrow it.
-            self.items[i].with(|slot| accept(unsafe { (*slot).assume_init_ref() }))
+            self.items()[i].with(|slot| accept(unsafe { (*slot).assume_init_ref() }))
         })?;
         // Move the top item into the hole (Linux's `iova_magazine_pop` does the same):
         // order inside a magazine carries no meaning.
@@ -103,7 +129,7 @@ impl<T> Magazine<T> {
         }
         // SAFETY: `index < len`: initialised and owned; we read it out and write `top`
         // back in its place, so every item of `items[..len]` stays initialised once.
-        let found = self.items[index].with_mut(|slot| unsafe {
+        let found = self.items()[index].with_mut(|slot| unsafe {
             let found = (*slot).assume_init_read();
             (*slot).write(top);
             found
@@ -119,8 +145,8 @@ impl<T> Magazine<T> {
     #[inline]
     pub(crate) fn prefetch(&self, write: bool) {
         match write {
-            true => prefetch_lines(&self.items[self.len..], false),
-            false => prefetch_lines(&self.items[..self.len], true),
+            true => prefetch_lines(&self.items()[self.len..], false),
+            false => prefetch_lines(&self.items()[..self.len], true),
         }
     }
 
@@ -161,8 +187,16 @@ impl<T> Drop for Magazine<T> {
         while let Some(item) = self.pop() {
             drop(item);
         }
+        let items = ptr::slice_from_raw_parts_mut(self.items.as_ptr(), self.capacity);
+        // SAFETY: `items` came from `Box::into_raw` of a boxed slice of `capacity` cells
+        // (`new`), and this is the only place that turns it back; every item has been
+        // popped, so the cells hold nothing to drop.
+        drop(unsafe { Box::from_raw(items) });
     }
 }
+
+/// A magazine's storage cell.
+type Cell<T> = UnsafeCell<MaybeUninit<T>>;
 
 impl<T> fmt::Debug for Magazine<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

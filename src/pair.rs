@@ -17,6 +17,7 @@ use crate::magazine::Magazine;
 /// Upholds [invariant 1](crate::docs::design#invariant-1-conservation) across exchanges: every item stays in exactly one
 /// magazine, and the item being freed is stored before the depot is asked to take a
 /// magazine (so no item is in flight while a `Fixed` overflow runs the source).
+#[repr(C)] // `loaded` first: see `src/rseq.rs`.
 pub(crate) struct MagazinePair<T> {
     pub(crate) loaded: Magazine<T>,
     pub(crate) previous: Magazine<T>,

@@ -158,6 +158,28 @@ pub struct Options {
     /// [`DepotPolicy::Fixed`] depot never has shelves, whatever this says: its cap counts
     /// the full stack alone and stays hard.
     pub cpu_shelves: Option<bool>,
+    /// Opt in to running `alloc` and `free` as restartable sequences on the current
+    /// CPU's slot, where the platform allows: Linux x86_64 with glibc 2.35 or later (which
+    /// registers the threads' rseq areas) and a kernel with `membarrier`'s rseq fence
+    /// (5.10 or later), for a cache with a slot for every CPU the system may bring up and
+    /// no [`current_cpu`](Self::current_cpu) of its own. A hit then takes no lock and
+    /// does no read-modify-write, and a thread preempted in the middle of one holds up
+    /// nobody; see [`docs::design`](crate::docs::design#restartable-sequences).
+    ///
+    /// Off by default, because on the machine of `BENCHMARKS.md` it does not pay yet: an
+    /// alloc/free pair costs about what the slot protocol costs (the hit is two dependent
+    /// sequences, the operation and its count), and every operation that takes a CPU
+    /// slot from a thread that is not on that CPU (`flush_cpu`, `flush`, `cached`, trims
+    /// that reclaim idle slots, steals and exhaustion flushes, and `alloc_on` / `free_on`
+    /// / `alloc_cached_where_on` for another CPU's slot) makes a `membarrier` system call,
+    /// which a starving consumer in a hand-off pays on every poll. A simulator that drives
+    /// many slots from one thread with the `_on` calls should leave it off.
+    ///
+    /// When off, or where unavailable, every operation takes its slot with a
+    /// compare-and-swap: the portable protocol that loom and shuttle check.
+    /// [`Cache::runs_restartable_sequences`](crate::Cache::runs_restartable_sequences)
+    /// tells which one a cache runs.
+    pub restartable_sequences: bool,
 }
 
 impl Options {

@@ -25,10 +25,47 @@
 //! program linked against an older glibc, or a static one, finds none and keeps using
 //! `sched_getcpu`. Other architectures and C libraries use `sched_getcpu` as well.
 //!
-//! Restartable sequences themselves (a critical section the kernel aborts on preemption)
-//! are not used yet; this module is where their assembly will live.
+//! # Restartable sequences
+//!
+//! The area's `rseq_cs` field (a `u64` at offset 8) names the critical section the
+//! thread is in: a descriptor `struct rseq_cs { u32 version; u32 flags; u64 start_ip;
+//! u64 post_commit_offset; u64 abort_ip; }`, 32-byte aligned. When the kernel preempts
+//! the thread, migrates it, or delivers a signal to it, and its instruction pointer is in
+//! `[start_ip, start_ip + post_commit_offset)`, it moves the instruction pointer to
+//! `abort_ip` before the thread runs again (and clears `rseq_cs`). The four bytes before
+//! `abort_ip` must be the signature the area was registered with: glibc registers
+//! `RSEQ_SIG = 0x53053053` on x86_64 (written here as the operand of a `ud1`, so that a
+//! disassembler reads an instruction, as in the kernel's selftests). A sequence stores its
+//! descriptor's address in `rseq_cs`, reads `cpu_id`, does its work with loads and stores
+//! that nobody can see yet, and ends with exactly one store, the *commit*: either the
+//! thread ran on that CPU from the read of `cpu_id` to the commit without any other
+//! thread running there, or the commit never happens. Every abort handler here jumps back
+//! to the store of `rseq_cs` and starts over.
+//!
+//! The sequences ([`alloc`], [`free`], [`take`]) run on the slot of the CPU they run on.
+//! They may clobber only the registers the `asm!` blocks name; they use no stack, and
+//! leave the direction flag clear (`rep movsb` copies forwards). An item of one word
+//! travels in a register; items of other sizes are copied with `rep movsb` inside the
+//! section: an abort in the middle leaves a partial copy in memory that is not an item
+//! yet (beyond the magazine's length, or in the caller's output buffer), so it is never
+//! read.
+//!
+//! Threads on other CPUs cannot be excluded by a sequence; they take the slot with the
+//! slot's fenced protocol (`src/slot.rs`, `Slot::owner`), whose fence is [`fence_cpu`]:
+//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, MEMBARRIER_CMD_FLAG_CPU, cpu)`
+//! (Linux 5.10), which returns once every sequence in flight on `cpu` has been aborted
+//! or has committed, and its stores are visible. It costs a system call and an IPI, so
+//! only operations off the hot path take slots that way: flushes, trims, steals, and
+//! `alloc_on`/`free_on` for a CPU the caller is not on.
+//!
+//! The ordering the sequences rely on is x86's: a load is not reordered with older loads,
+//! nor a store with older stores, so a sequence that reads `FREE` in the owner word then
+//! sees everything the last owner wrote before its Release store of `FREE`, and a
+//! committed store is seen after the stores before it.
 
-use core::sync::atomic::{AtomicIsize, Ordering};
+use core::mem::{size_of, ManuallyDrop, MaybeUninit};
+use core::ptr;
+use core::sync::atomic::{AtomicIsize, AtomicU8, Ordering};
 
 /// `__rseq_offset` once looked up; [`UNKNOWN`] before, [`ABSENT`] when there is no
 /// registered area to read.
@@ -47,6 +84,18 @@ const ABSENT: isize = isize::MIN + 1;
 /// area to read (see the module docs) or the kernel has not filled it in.
 #[inline]
 pub(crate) fn current_cpu() -> Option<usize> {
+    let area = area()?;
+    // SAFETY: glibc registered an area of at least the original 32 bytes (`__rseq_size`
+    // is not 0) at `area` for this thread, for the thread's lifetime; `cpu_id` is its
+    // second `u32`, aligned. Volatile: the kernel rewrites it behind the compiler's back
+    // (on migration), so every call must load it.
+    let cpu = unsafe { core::ptr::read_volatile((area + 4) as *const i32) };
+    usize::try_from(cpu).ok()
+}
+
+/// The address of the calling thread's rseq area, if glibc registers them.
+#[inline]
+fn area() -> Option<usize> {
     let offset = match OFFSET.load(Ordering::Relaxed) {
         UNKNOWN => look_up(),
         offset => offset,
@@ -65,13 +114,7 @@ pub(crate) fn current_cpu() -> Option<usize> {
             options(nostack, preserves_flags, readonly, pure),
         )
     };
-    let cpu_id = thread_pointer.wrapping_add_signed(offset).wrapping_add(4);
-    // SAFETY: glibc registered an area of at least the original 32 bytes (`__rseq_size`
-    // is not 0) at `thread pointer + __rseq_offset` for this thread, for the thread's
-    // lifetime; `cpu_id` is its second `u32`, aligned. Volatile: the kernel rewrites it
-    // behind the compiler's back (on migration), so every call must load it.
-    let cpu = unsafe { core::ptr::read_volatile(cpu_id as *const i32) };
-    usize::try_from(cpu).ok()
+    Some(thread_pointer.wrapping_add_signed(offset))
 }
 
 /// Looks up `__rseq_offset` and `__rseq_size` and caches what they say.
@@ -96,6 +139,547 @@ fn look_up() -> isize {
     };
     OFFSET.store(found, Ordering::Relaxed);
     found
+}
+
+/// `want` for a sequence that runs on whatever CPU the thread is on.
+pub(crate) const ANY_CPU: usize = usize::MAX;
+
+/// The offsets of a slot's fields that the sequences use, the same for every item type:
+/// `Slot`, `MagazinePair` and `Magazine` are `repr(C)` and start with these word-sized
+/// fields (`Layout::new` checks them).
+const OWNER: usize = 0;
+const ALLOC_HITS: usize = 8;
+const FREE_HITS: usize = 16;
+const ITEMS: usize = 24;
+const CAPACITY: usize = 32;
+const LEN: usize = 40;
+
+/// Where a cache's slots are, for the sequences: the first slot's address, the distance
+/// between slots and their number, and the size of an item. They stay the same for the
+/// cache's lifetime (the slots are one boxed slice). The sequences read it through a
+/// pointer, at the offsets written next to the fields.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct Layout {
+    base: usize,      // 0
+    stride: usize,    // 8
+    slots: usize,     // 16
+    item_size: usize, // 24
+}
+
+/// The addresses of one slot's fields (see [`Layout`]).
+pub(crate) struct SlotFields {
+    pub(crate) slot: usize,
+    pub(crate) owner: usize,
+    pub(crate) items: usize,
+    pub(crate) len: usize,
+    pub(crate) capacity: usize,
+    pub(crate) alloc_hits: usize,
+    pub(crate) free_hits: usize,
+}
+
+impl Layout {
+    /// The layout of `slots` slots `stride` bytes apart, the first of which has `first`'s
+    /// fields, holding items of `item_size` bytes.
+    pub(crate) fn new(first: SlotFields, stride: usize, slots: usize, item_size: usize) -> Self {
+        let offsets = [
+            first.owner,
+            first.alloc_hits,
+            first.free_hits,
+            first.items,
+            first.capacity,
+            first.len,
+        ]
+        .map(|field| field - first.slot);
+        assert_eq!(
+            offsets,
+            [OWNER, ALLOC_HITS, FREE_HITS, ITEMS, CAPACITY, LEN],
+            "magazine: a slot's fields are not where the restartable sequences look"
+        );
+        Self {
+            base: first.slot,
+            stride,
+            slots,
+            item_size,
+        }
+    }
+}
+
+/// Why a sequence did not do its work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Miss {
+    /// The slot is owned (by a thread in its miss path, or one on another CPU).
+    Busy,
+    /// The loaded magazine is empty (`alloc`) or full (`free`).
+    Magazine,
+    /// The thread is not on the CPU asked for, or on a CPU without a slot, or has no
+    /// registered area.
+    Elsewhere,
+}
+
+fn miss(code: usize) -> Miss {
+    match code {
+        1 => Miss::Busy,
+        2 => Miss::Magazine,
+        _ => Miss::Elsewhere,
+    }
+}
+
+/// The start of every sequence: stores the descriptor (label 30) in `rseq_cs`, reads
+/// `cpu_id`, checks it against the layout (`r9`) and `want` (`r10`), and leaves the slot's
+/// address in `rdx`, the CPU in `rax` and the owner word's offset in `rcx`; jumps to 26
+/// (busy) when the slot is owned and to 27 (elsewhere) when the CPU does not fit. `r8` is
+/// the rseq area. The section starts at 21; the abort handler (32) jumps back to 20.
+macro_rules! enter_slot {
+    () => {
+        concat!(
+            "20:\n",
+            "lea rax, [rip + 30f]\n",
+            "mov qword ptr [r8 + 8], rax\n",
+            "21:\n",
+            "mov eax, dword ptr [r8 + 4]\n",
+            "cmp rax, qword ptr [r9 + 16]\n",
+            "jae 27f\n",
+            "cmp r10, rax\n",
+            "je 22f\n",
+            "cmp r10, -1\n",
+            "jne 27f\n",
+            "22:\n",
+            "mov rdx, rax\n",
+            "imul rdx, qword ptr [r9 + 8]\n",
+            "add rdx, qword ptr [r9]\n",
+            "cmp qword ptr [rdx + {owner}], 0\n",
+            "jne 26f\n",
+        )
+    };
+}
+
+/// After a hit's commit (label 23): a second sequence (24 to 28, abort handler 33, which
+/// jumps back to 23) adds one to the hit counter at offset `$counter` of the layout, in
+/// the slot of the CPU it runs on; then the exits, the abort handlers and the two
+/// descriptors. `eax` is 0 for a hit, 1 busy, 2 magazine, 3 elsewhere.
+macro_rules! count_and_exit {
+    ($counter:literal) => {
+        concat!(
+            "23:\n",
+            "lea rax, [rip + 31f]\n",
+            "mov qword ptr [r8 + 8], rax\n",
+            "24:\n",
+            "mov eax, dword ptr [r8 + 4]\n",
+            "cmp rax, qword ptr [r9 + 16]\n",
+            "jae 28f\n",
+            "imul rax, qword ptr [r9 + 8]\n",
+            "add rax, qword ptr [r9]\n",
+            "add qword ptr [rax + {",
+            $counter,
+            "}], 1\n",
+            "28:\n",
+            "xor eax, eax\n",
+            "jmp 39f\n",
+            exits!(),
+            abort_handler!(33, "23b"),
+            "39:\n",
+            descriptor!(30, "21b", "23b", "32b"),
+            descriptor!(31, "24b", "28b", "33b"),
+        )
+    };
+}
+
+/// The miss exits (25, 26, 27) and the first sequence's abort handler (32).
+macro_rules! exits {
+    () => {
+        concat!(
+            "25:\n",
+            "mov eax, 2\n",
+            "jmp 39f\n",
+            "26:\n",
+            "mov eax, 1\n",
+            "jmp 39f\n",
+            "27:\n",
+            "mov eax, 3\n",
+            "jmp 39f\n",
+            abort_handler!(32, "20b"),
+        )
+    };
+}
+
+/// An abort handler at label `$label` that restarts at `$restart`, preceded by the
+/// signature, in a section of its own: out of the hot path's instruction stream.
+macro_rules! abort_handler {
+    ($label:literal, $restart:literal) => {
+        concat!(
+            ".pushsection __rseq_failure, \"ax\", @progbits\n",
+            ".byte 0x0f, 0xb9, 0x3d\n",
+            ".long 0x53053053\n",
+            $label,
+            ":\n",
+            "jmp ",
+            $restart,
+            "\n",
+            ".popsection\n",
+        )
+    };
+}
+
+/// A `struct rseq_cs` at label `$label`: version 0, flags 0, the section from `$start`
+/// to `$post_commit`, and the abort handler `$abort`.
+macro_rules! descriptor {
+    ($label:literal, $start:literal, $post_commit:literal, $abort:literal) => {
+        concat!(
+            ".pushsection __rseq_cs, \"aw\", @progbits\n",
+            ".balign 32\n",
+            $label,
+            ":\n",
+            ".long 0, 0\n",
+            ".quad ",
+            $start,
+            ", ",
+            $post_commit,
+            " - ",
+            $start,
+            ", ",
+            $abort,
+            "\n",
+            ".popsection\n",
+        )
+    };
+}
+
+/// The end of a pop of a one-word item: the load of the item below the length (`rdx`,
+/// the new length) out of the storage (`rsi`) into `r11`, then the commit, the store of
+/// the new length through `rax`.
+macro_rules! read_then_commit {
+    () => {
+        concat!(
+            "mov r11, qword ptr [rsi + 8 * rdx]\n",
+            // The commit.
+            "mov qword ptr [rax], rdx\n",
+        )
+    };
+}
+
+/// MUTANT: the commit comes before the load of the item, so an abort between the two
+/// loses the item (the sequence restarts and pops another).
+macro_rules! commit_then_read {
+    () => {
+        concat!(
+            "mov qword ptr [rax], rdx\n",
+            "mov r11, qword ptr [rsi + 8 * rdx]\n",
+        )
+    };
+}
+
+/// The pop of a one-word item, ending with `$end` (the load of the item and the commit):
+/// sets `$word` to the item and `$code` to the outcome.
+macro_rules! pop_word {
+    ($end:ident, $area:expr, $layout:expr, $want:expr, $word:ident, $code:ident) => {
+        core::arch::asm!(
+            enter_slot!(),
+            "lea rax, [rdx + {len}]",
+            "mov rdi, qword ptr [rax]",
+            "test rdi, rdi",
+            "jz 25f",
+            "mov rsi, qword ptr [rdx + {items}]",
+            "lea rdx, [rdi - 1]",
+            $end!(),
+            count_and_exit!("alloc_hits"),
+            owner = const OWNER,
+            items = const ITEMS,
+            len = const LEN,
+            alloc_hits = const ALLOC_HITS,
+            in("r8") $area,
+            in("r9") $layout,
+            in("r10") $want,
+            out("r11") $word,
+            out("rax") $code,
+            out("rcx") _,
+            out("rdx") _,
+            out("rsi") _,
+            out("rdi") _,
+            options(nostack),
+        )
+    };
+}
+
+/// Pops an item from the loaded magazine of the slot of the CPU the thread runs on (or
+/// only of `want`, unless it is [`ANY_CPU`]), if nobody owns the slot; counts the hit.
+///
+/// # Safety
+///
+/// `layout` describes live slots whose magazines hold `T`s (`item_size` is
+/// `size_of::<T>()`), and every thread that takes or changes them follows `Slot::owner`'s
+/// protocol for a cache with restartable sequences.
+#[inline]
+pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
+    debug_assert_eq!(layout.item_size, size_of::<T>());
+    let area = area().ok_or(Miss::Elsewhere)?;
+    let code: usize;
+    if size_of::<T>() == 8 {
+        // An item of one word comes back in a register: through memory, each hand-over
+        // costs a store-to-load forwarding, and the pair is a chain of them.
+        let word: u64;
+        // SAFETY: `area` is this thread's registered rseq area (module docs); the sequence
+        // reads the layout, and, in the slot it indexes, the owner word, the loaded
+        // magazine's fields, and the item below its length; its one commit lowers the
+        // length, so the item is this thread's exactly when the commit happened, which is
+        // what code 0 says. It runs on the CPU's slot only while nobody owns it, and
+        // everyone else excludes it as `Slot::owner` says (the caller's promise).
+        unsafe {
+            let layout = layout as *const Layout;
+            if cfg!(magazine_mutant = "commit_before_read") {
+                pop_word!(commit_then_read, area, layout, want, word, code);
+            } else {
+                pop_word!(read_then_commit, area, layout, want, word, code);
+            }
+        }
+        return match code {
+            // SAFETY: the commit happened: `word` holds the bytes of the item it removed
+            // from the magazine, a `T` of 8 bytes (read unaligned: `T` may be less aligned).
+            0 => Ok(unsafe { ptr::read_unaligned(ptr::addr_of!(word).cast::<T>()) }),
+            code => Err(miss(code)),
+        };
+    }
+    let mut item = MaybeUninit::<T>::uninit();
+    // SAFETY: as above; the sequence copies the item into `item`.
+    unsafe {
+        core::arch::asm!(
+            enter_slot!(),
+            "lea rax, [rdx + {len}]",
+            "mov rdi, qword ptr [rax]",
+            "test rdi, rdi",
+            "jz 25f",
+            "mov rsi, qword ptr [rdx + {items}]",
+            "lea rdx, [rdi - 1]",
+            "mov rcx, qword ptr [r9 + 24]",
+            "mov rdi, rdx",
+            "imul rdi, rcx",
+            "add rsi, rdi",
+            "mov rdi, r11",
+            "rep movsb",
+            // The commit.
+            "mov qword ptr [rax], rdx",
+            count_and_exit!("alloc_hits"),
+            owner = const OWNER,
+            items = const ITEMS,
+            len = const LEN,
+            alloc_hits = const ALLOC_HITS,
+            in("r8") area,
+            in("r9") layout as *const Layout,
+            in("r10") want,
+            in("r11") item.as_mut_ptr(),
+            out("rax") code,
+            out("rcx") _,
+            out("rdx") _,
+            out("rsi") _,
+            out("rdi") _,
+            options(nostack),
+        );
+    }
+    match code {
+        // SAFETY: the commit happened: `item` holds the item it removed from the magazine.
+        0 => Ok(unsafe { item.assume_init() }),
+        code => Err(miss(code)),
+    }
+}
+
+/// Pushes `item` onto the loaded magazine of the slot of the CPU the thread runs on (or
+/// only of `want`), if nobody owns the slot; counts the hit. Hands the item back on a
+/// miss.
+///
+/// # Safety
+///
+/// As [`alloc`].
+#[inline]
+pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<(), (T, Miss)> {
+    debug_assert_eq!(layout.item_size, size_of::<T>());
+    let Some(area) = area() else {
+        return Err((item, Miss::Elsewhere));
+    };
+    let item = ManuallyDrop::new(item);
+    let code: usize;
+    if size_of::<T>() == 8 {
+        // SAFETY: `item` is a `T` of 8 bytes; its bytes as a word (it stays ours until
+        // the commit below says otherwise).
+        let word = unsafe { ptr::read_unaligned(ptr::addr_of!(item).cast::<u64>()) };
+        // SAFETY: as in `alloc`; the sequence stores the item in the cell at the
+        // magazine's length (uninitialised, and invisible to everyone until the commit
+        // raises the length over it), so the item belongs to the magazine exactly when
+        // the commit happened.
+        unsafe {
+            core::arch::asm!(
+                enter_slot!(),
+                "lea rax, [rdx + {len}]",
+                "mov rdi, qword ptr [rax]",
+                "cmp rdi, qword ptr [rdx + {capacity}]",
+                "jae 25f",
+                "mov rsi, qword ptr [rdx + {items}]",
+                "mov qword ptr [rsi + 8 * rdi], r11",
+                "inc rdi",
+                // The commit.
+                "mov qword ptr [rax], rdi",
+                count_and_exit!("free_hits"),
+                owner = const OWNER,
+                items = const ITEMS,
+                capacity = const CAPACITY,
+                len = const LEN,
+                free_hits = const FREE_HITS,
+                in("r8") area,
+                in("r9") layout as *const Layout,
+                in("r10") want,
+                in("r11") word,
+                out("rax") code,
+                out("rcx") _,
+                out("rdx") _,
+                out("rsi") _,
+                out("rdi") _,
+                options(nostack),
+            );
+        }
+    } else {
+        // SAFETY: as above; the sequence copies the item into the cell.
+        unsafe {
+            core::arch::asm!(
+                enter_slot!(),
+                "lea rax, [rdx + {len}]",
+                "mov rdi, qword ptr [rax]",
+                "cmp rdi, qword ptr [rdx + {capacity}]",
+                "jae 25f",
+                "mov rsi, qword ptr [rdx + {items}]",
+                "lea rdx, [rdi + 1]",
+                "mov rcx, qword ptr [r9 + 24]",
+                "imul rdi, rcx",
+                "add rdi, rsi",
+                "mov rsi, r11",
+                "rep movsb",
+                // The commit.
+                "mov qword ptr [rax], rdx",
+                count_and_exit!("free_hits"),
+                owner = const OWNER,
+                items = const ITEMS,
+                capacity = const CAPACITY,
+                len = const LEN,
+                free_hits = const FREE_HITS,
+                in("r8") area,
+                in("r9") layout as *const Layout,
+                in("r10") want,
+                in("r11") &*item as *const T,
+                out("rax") code,
+                out("rcx") _,
+                out("rdx") _,
+                out("rsi") _,
+                out("rdi") _,
+                options(nostack),
+            );
+        }
+    }
+    match code {
+        0 => Ok(()),
+        code => Err((ManuallyDrop::into_inner(item), miss(code))),
+    }
+}
+
+/// Takes the slot of the CPU the thread runs on (or only of `want`) if nobody owns it,
+/// with a store of `TAKEN` as the commit; returns the slot's index. The caller then owns
+/// the slot (`Slot::owner`), wherever it runs next.
+///
+/// # Safety
+///
+/// As [`alloc`].
+#[inline]
+pub(crate) unsafe fn take(layout: &Layout, want: usize) -> Result<usize, Miss> {
+    let area = area().ok_or(Miss::Elsewhere)?;
+    let (code, index): (usize, usize);
+    // SAFETY: as in `alloc`; the sequence writes only the owner word, with its commit.
+    unsafe {
+        core::arch::asm!(
+            enter_slot!(),
+            // The commit.
+            "mov qword ptr [rdx + {owner}], 1",
+            "23:",
+            "mov rsi, rax",
+            "xor eax, eax",
+            "jmp 39f",
+            exits!(),
+            "39:",
+            descriptor!(30, "21b", "23b", "32b"),
+            owner = const OWNER,
+            in("r8") area,
+            in("r9") layout as *const Layout,
+            in("r10") want,
+            out("rax") code,
+            out("rcx") _,
+            out("rdx") _,
+            out("rsi") index,
+            options(nostack),
+        );
+    }
+    match code {
+        0 => Ok(index),
+        code => Err(miss(code)),
+    }
+}
+
+/// Whether this process can run the sequences for a cache of `slots` slots: glibc
+/// registered an area for the calling thread, every CPU the system may bring up has a
+/// slot of its own, and the kernel provides the `membarrier` rseq fence (registered for
+/// the process here, once).
+pub(crate) fn available(slots: usize) -> bool {
+    static STATE: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 yes, 2 no
+    let supported = match STATE.load(Ordering::Relaxed) {
+        0 => {
+            let supported = probe();
+            STATE.store(if supported { 1 } else { 2 }, Ordering::Relaxed);
+            supported
+        }
+        state => state == 1,
+    };
+    // SAFETY: `sysconf` has no preconditions; it returns -1 on failure.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    supported && usize::try_from(cpus).is_ok_and(|cpus| cpus > 0 && cpus <= slots)
+}
+
+const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ: libc::c_int = 1 << 7;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ: libc::c_int = 1 << 8;
+const MEMBARRIER_CMD_FLAG_CPU: libc::c_uint = 1 << 0;
+
+fn membarrier(command: libc::c_int, flags: libc::c_uint, cpu: libc::c_int) -> libc::c_long {
+    // SAFETY: `membarrier` reads no memory of ours; an unknown command fails with EINVAL.
+    unsafe { libc::syscall(libc::SYS_membarrier, command, flags, cpu) }
+}
+
+#[cold]
+fn probe() -> bool {
+    if current_cpu().is_none() {
+        return false;
+    }
+    let commands = membarrier(MEMBARRIER_CMD_QUERY, 0, 0);
+    let needed = libc::c_long::from(
+        MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ | MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ,
+    );
+    commands >= 0
+        && commands & needed == needed
+        && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0
+}
+
+/// Returns once every sequence in flight on `cpu` (of any thread of the process) has
+/// been aborted or has committed, with its stores visible to the caller.
+pub(crate) fn fence_cpu(cpu: usize) {
+    let done = libc::c_int::try_from(cpu).is_ok_and(|cpu| {
+        membarrier(
+            MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
+            MEMBARRIER_CMD_FLAG_CPU,
+            cpu,
+        ) == 0
+    });
+    if !done {
+        // A CPU the kernel does not know (it cannot run a sequence either): fence them all.
+        let all = membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0);
+        assert_eq!(
+            all, 0,
+            "magazine: membarrier failed after it was registered"
+        );
+    }
 }
 
 #[cfg(test)]

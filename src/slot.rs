@@ -2,7 +2,7 @@
 
 use crate::pair::MagazinePair;
 use crate::stats::OwnedCounter;
-use crate::sync::{AtomicBool, AtomicUsize, Backoff, Ordering, UnsafeCell};
+use crate::sync::{AtomicUsize, Backoff, Ordering, UnsafeCell};
 
 /// A CPU slot.
 ///
@@ -11,19 +11,39 @@ use crate::sync::{AtomicBool, AtomicUsize, Backoff, Ordering, UnsafeCell};
 /// `alloc`/`free` paths (a taken slot is a miss), and it never runs the source while it
 /// holds one (`flush_cpu`, `flush`, steals and idle reclaim move the magazines out and
 /// give the slot back first). It also carries [invariant 1](crate::docs::design#invariant-1-conservation)
-/// locally: the magazines are touched only by the owner.
+/// locally: the magazines are touched only by the owner (or, in a cache that runs
+/// restartable sequences, by a sequence on the slot's CPU while nobody owns it: see `owner`).
+#[repr(C)] // `owner`, the hit counters, then the magazines: see `src/rseq.rs`.
 pub(crate) struct Slot<T> {
     /// Who may touch `magazines`.
     ///
-    /// | value | meaning | transition                                                        |
-    /// |-------|---------|-------------------------------------------------------------------|
-    /// | false | free    | any thread: `compare_exchange(false, true, Acquire)` -> it owns it |
-    /// | true  | owned   | the owner only: `store(false, Release)` when it is done           |
+    /// | value        | meaning | transition                                                        |
+    /// |--------------|---------|-------------------------------------------------------------------|
+    /// | `FREE`       | free    | any thread: `compare_exchange(FREE, TAKEN, Acquire)` -> it owns it; with restartable sequences, see below |
+    /// | `TAKEN`      | owned   | the owner only: `store(FREE, Release)` when it is done           |
+    /// | a token >= 2 | owned, or being taken, by a thread on another CPU (restartable sequences only) | as `TAKEN` |
     ///
     /// The Release store publishes the owner's writes to the magazines; the Acquire CAS of
     /// the next owner receives them.
-    owned: AtomicBool,
+    ///
+    /// When the cache runs restartable sequences (`src/rseq.rs`), threads on the slot's
+    /// own CPU read this word and change the magazines inside a sequence, without a
+    /// read-modify-write, and take the slot with a plain store of `TAKEN` as a sequence's
+    /// commit. Everybody else takes it with [`try_take`](Self::try_take)'s *fenced*
+    /// protocol: CAS `FREE` to its token, then a `membarrier` that aborts any sequence in
+    /// flight on the CPU (one that read `FREE` before the CAS), then a load: the thread
+    /// owns the slot if the word still holds its token; if a sequence's take committed
+    /// `TAKEN` over it in between, that sequence owns the slot and the fenced take missed.
+    /// A token names one thread, so no other take can put it back.
+    owner: AtomicUsize,
+    /// Hits of restartable sequences, counted by a second sequence on the CPU that ran
+    /// them: written only there (so a plain add suffices), read Relaxed by `stats`.
+    pub(crate) sequence_alloc_hits: AtomicUsize,
+    pub(crate) sequence_free_hits: AtomicUsize,
     magazines: UnsafeCell<MagazinePair<T>>,
+    /// The CPU whose restartable sequences work on this slot without taking it, when
+    /// the cache runs them: takes of the slot are fenced against them. `None` otherwise.
+    fenced_cpu: Option<usize>,
     /// Hits of the owner; written only while owned (see [`OwnedCounter`]).
     pub(crate) alloc_hits: OwnedCounter,
     pub(crate) free_hits: OwnedCounter,
@@ -37,17 +57,22 @@ pub(crate) struct Slot<T> {
     idle_mark: AtomicUsize,
 }
 
-// SAFETY: the magazines are accessed only by the thread that owns the slot (see `owned`),
+// SAFETY: the magazines are accessed only by the thread that owns the slot (see `owner`),
 // and items are `Send`.
 unsafe impl<T: Send> Sync for Slot<T> {}
 // SAFETY: as above; the slot owns its items.
 unsafe impl<T: Send> Send for Slot<T> {}
 
 impl<T> Slot<T> {
-    pub(crate) fn new(magazine_size: usize) -> Self {
+    /// A slot with empty magazines; `fenced_cpu` is the CPU whose restartable sequences
+    /// use it, if any.
+    pub(crate) fn new(magazine_size: usize, fenced_cpu: Option<usize>) -> Self {
         Self {
-            owned: AtomicBool::new(false),
+            owner: AtomicUsize::new(FREE),
             magazines: UnsafeCell::new(MagazinePair::new(magazine_size)),
+            fenced_cpu,
+            sequence_alloc_hits: AtomicUsize::new(0),
+            sequence_free_hits: AtomicUsize::new(0),
             alloc_hits: OwnedCounter::default(),
             free_hits: OwnedCounter::default(),
             depot_pops: OwnedCounter::default(),
@@ -65,9 +90,16 @@ impl<T> Slot<T> {
             &self.depot_pushes,
         ]
         .iter()
-        .fold(0usize, |sum, counter| {
+        .fold(self.sequence_hits(), |sum, counter| {
             sum.wrapping_add(counter.get() as usize)
         })
+    }
+
+    /// Hits of restartable sequences on this slot (wrapping), allocations and frees.
+    pub(crate) fn sequence_hits(&self) -> usize {
+        self.sequence_alloc_hits
+            .load(Ordering::Relaxed)
+            .wrapping_add(self.sequence_free_hits.load(Ordering::Relaxed))
     }
 
     /// Whether no owner used the slot since the previous call; starts the next interval.
@@ -77,18 +109,64 @@ impl<T> Slot<T> {
         self.idle_mark.swap(activity, Ordering::Relaxed) == activity
     }
 
-    /// Takes the slot if nobody owns it. Never waits.
+    /// Takes the slot if nobody owns it. Never waits (but a fenced take makes a system
+    /// call: see `owner`).
     #[inline]
     pub(crate) fn try_take(&self) -> Option<SlotGuard<'_, T>> {
-        // A CAS rather than `swap(true)`: a busy miss then writes nothing. Same semantics
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if let Some(cpu) = self.fenced_cpu {
+            return self.try_take_fenced(cpu);
+        }
+        // A CAS rather than `swap(TAKEN)`: a busy miss then writes nothing. Same semantics
         // (Acquire on success; a miss needs no synchronisation), and loom 0.7 checks it
         // soundly: it lets a plain store slip between the read and the write of a
         // concurrent `swap` (tokio-rs/loom#254), which shows a released slot as taken.
-        self.owned
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        self.owner
+            .compare_exchange(FREE, TAKEN, Ordering::Acquire, Ordering::Relaxed)
             .ok()
             // SAFETY: our compare-and-swap took the slot.
             .map(|_| unsafe { SlotGuard::new_unchecked(self) })
+    }
+
+    /// The fenced take of a slot whose CPU runs restartable sequences (see `owner`).
+    #[cfg(all(magazine_rseq, not(miri)))]
+    #[cold]
+    fn try_take_fenced(&self, cpu: usize) -> Option<SlotGuard<'_, T>> {
+        let token = crate::sync::thread_index() + 2;
+        self.owner
+            .compare_exchange(FREE, token, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        if !cfg!(magazine_mutant = "fence_skipped") {
+            // MUTANT (when skipped): a sequence that read `FREE` commits while we own it.
+            crate::rseq::fence_cpu(cpu);
+        }
+        // Acquire: a sequence's take that committed over our token and then gave the slot
+        // back published its writes with its Release store (we do not own it then, but
+        // the load must not be satisfied before the fence).
+        (self.owner.load(Ordering::Acquire) == token)
+            // SAFETY: our CAS wrote our token, and after the fence no sequence that read
+            // `FREE` can commit: the word still holding our token means nobody took the
+            // slot over it, and nobody else writes a token of ours.
+            .then(|| unsafe { SlotGuard::new_unchecked(self) })
+    }
+
+    /// The address of the owner word and of the loaded magazine's storage pointer,
+    /// length and capacity, for the restartable sequences' layout.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    pub(crate) fn field_addresses(&self) -> crate::rseq::SlotFields {
+        // SAFETY: only addresses are computed; nothing is read.
+        let loaded = self
+            .magazines
+            .with(|pair| unsafe { (*pair).loaded.field_addresses() });
+        crate::rseq::SlotFields {
+            slot: self as *const Self as usize,
+            owner: self.owner.as_ptr() as usize,
+            items: loaded[0],
+            len: loaded[1],
+            capacity: loaded[2],
+            alloc_hits: self.sequence_alloc_hits.as_ptr() as usize,
+            free_hits: self.sequence_free_hits.as_ptr() as usize,
+        }
     }
 
     /// Takes the slot, waiting for its owner to finish. Only for `flush_cpu` and `flush`,
@@ -111,6 +189,11 @@ impl<T> Slot<T> {
     }
 }
 
+/// `Slot::owner` of a free slot.
+pub(crate) const FREE: usize = 0;
+/// `Slot::owner` of a slot taken by a CAS or by a restartable sequence's commit.
+pub(crate) const TAKEN: usize = 1;
+
 /// Ownership of a slot; gives it back on drop, also when unwinding.
 pub(crate) struct SlotGuard<'a, T> {
     slot: &'a Slot<T>,
@@ -121,8 +204,8 @@ impl<'a, T> SlotGuard<'a, T> {
     ///
     /// # Safety
     ///
-    /// The caller set `owned` from `false` to `true` with an Acquire read-modify-write,
-    /// and no other guard of the slot exists.
+    /// The caller took the slot by `owner`'s protocol (a CAS from `FREE`, or a
+    /// restartable sequence's commit of `TAKEN`), and no other guard of the slot exists.
     #[inline]
     pub(crate) unsafe fn new_unchecked(slot: &'a Slot<T>) -> Self {
         Self { slot }
@@ -153,6 +236,6 @@ impl<T> Drop for SlotGuard<'_, T> {
         } else {
             Ordering::Release
         };
-        self.slot.owned.store(false, release);
+        self.slot.owner.store(FREE, release);
     }
 }

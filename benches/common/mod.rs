@@ -89,6 +89,19 @@ pub fn cache() -> Cache<FreeList> {
     Cache::new(FreeList::fresh())
 }
 
+/// [`cache`] with restartable sequences on where the platform has them
+/// (`Options::restartable_sequences`).
+pub fn cache_with_sequences() -> Cache<FreeList> {
+    cache_with_sequences_on(FreeList::fresh())
+}
+
+/// A cache in front of `source` with restartable sequences on where available.
+pub fn cache_with_sequences_on<S: Source>(source: S) -> Cache<S> {
+    let mut options = magazine::Options::default();
+    options.restartable_sequences = true;
+    Cache::with_options(source, Config::default(), options)
+}
+
 /// `Dynamic` with the given trim rule and target.
 pub fn dynamic(target: usize, trim: Trim) -> DepotPolicy {
     DepotPolicy::Dynamic { target, trim }

@@ -187,6 +187,59 @@
 //! [`Stats::exhaustion_flushes`] counts the times the source was found exhausted.
 //! [`LocalCache`] handles keep their own magazines through it.
 //!
+//! # Restartable sequences
+//!
+//! With [`Options::restartable_sequences`] on Linux x86_64 (glibc 2.35+, kernel 5.10+), a
+//! [`Cache`]'s `alloc` and `free` hits run as restartable sequences (`src/rseq.rs`, which
+//! documents the ABI next to the assembly): the thread reads its CPU from its rseq area,
+//! finds that CPU's slot, checks that nobody owns it, moves the item, and commits with one
+//! plain store of the magazine's length. The kernel aborts the sequence if the thread is
+//! preempted, migrated or signalled before the commit, so the slot belongs to the CPU: a
+//! thread preempted in the middle of a hit holds up nobody, and a hit does no locked
+//! instruction. Misses (an empty or full loaded magazine) take the slot with a third
+//! sequence, whose commit stores `TAKEN` in the owner word, and then run the ordinary slow
+//! path, which knows nothing of sequences.
+//!
+//! Two ways to keep a thread on another CPU out of a slot were open: (a) the sequences
+//! check the owner word, a plain load, before their commit; (b) a thread that takes a slot
+//! from elsewhere calls `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ)` on that CPU,
+//! which aborts the sequences in flight there. Neither suffices alone: (a) a sequence
+//! that read `FREE` just before a remote compare-and-swap still commits after it; (b) a
+//! fence that runs before the remote thread has marked the slot lets the next sequence
+//! start on a slot it does not know is taken. The cache does both, in this order: the
+//! remote thread writes a token of its own into the owner word with a compare-and-swap
+//! from `FREE`, fences the slot's CPU, and then reads the owner word again. Every sequence
+//! that starts after the compare-and-swap sees the token and misses; every sequence that
+//! read `FREE` before it has been aborted or has committed when the fence returns. One
+//! such commit is a take sequence's `TAKEN`, a plain store that may overwrite the token:
+//! then the sequence owns the slot and the remote take missed, which the final read
+//! tells (a token names one thread, so no one else can have written it back). A hit's
+//! count is a second, short sequence that adds one to a counter of the slot of the CPU it
+//! runs on, so `Stats` stay exact with no read-modify-write on a shared line.
+//!
+//! The costs, measured on the 2-core machine of `BENCHMARKS.md`: the alloc/free pair on
+//! one thread is not cheaper than the slot protocol's two compare-and-swaps (each
+//! sequence stores its descriptor, reads the CPU and the layout, and the pair of dependent
+//! sequences, operation and count, costs about as much as the locked instructions it
+//! saves on this CPU); and every remote take costs a system call and an interrupt of the
+//! slot's CPU, which aborts what runs there. Operations that take other CPUs' slots
+//! (`flush_cpu`, `flush`, `cached`, trims that reclaim idle slots, steals and exhaustion
+//! flushes, `alloc_on`/`free_on` for another CPU) are off the hot path except in one
+//! pattern: a consumer that outruns its producer finds the source exhausted on every poll
+//! and steals from the producer's CPU each time, so a hand-off between two threads runs
+//! several times slower than with the slot protocol. That is why the switch is off by
+//! default. A thread that holds a slot through its miss path still makes the other
+//! threads on that CPU miss (it was preempted while owning the slot); removing that
+//! would need the miss path itself to run in sequences (exchanging whole magazines with
+//! one commit, as tcmalloc's per-CPU caches do), which this version does not do.
+//!
+//! The protocol is checked by the SPIN model `proofs/rseq.pml` (aborts before any step,
+//! migrations, a second thread on the same CPU, remote fenced takes; controls without the
+//! owner check, without the fence, and with the commit before the last store) and by
+//! `tests/rseq.rs` on the real assembly: 16 threads on two cores with forced migrations,
+//! signals, and `flush_cpu`/`trim` racing, against a tracking source. loom and shuttle
+//! check the portable protocol, which the fallback and every other platform run.
+//!
 //! # The seed scenario and Linux
 //!
 //! The crate's main example (`examples/seed.rs`) replays the 256-CPU report on the real
@@ -227,6 +280,7 @@
 //! [`Options::max_empty`]: crate::Options::max_empty
 //! [`Options::reclaim_idle_slots`]: crate::Options::reclaim_idle_slots
 //! [`Options::cpu_shelves`]: crate::Options::cpu_shelves
+//! [`Options::restartable_sequences`]: crate::Options::restartable_sequences
 //! [`Stats::depot_full`]: crate::Stats::depot_full
 //! [`Stats::depot_empty`]: crate::Stats::depot_empty
 //! [`Stats::exhaustion_flushes`]: crate::Stats::exhaustion_flushes

@@ -1,0 +1,246 @@
+//! Conservation on the restartable-sequence fast path (`Options::restartable_sequences`):
+//! many more threads than CPUs allocate and free at random while each one keeps moving
+//! itself between CPUs (`sched_setaffinity`), another thread sends them signals (both
+//! abort sequences in flight), and a third flushes CPU slots, trims and counts what is
+//! cached (each of which takes slots from another CPU, fenced by `membarrier`). The
+//! tracking source panics on a duplicated or foreign id; after the cache is dropped it must
+//! hold exactly the ids it started with.
+//!
+//! `MAGAZINE_RSEQ_OPS` sets the operations in all (default 10^7 in release builds, 10^6 in
+//! debug ones). Where the platform has no restartable sequences (another OS or
+//! architecture, valgrind, an old kernel) the cache runs the slot protocol and the test
+//! checks that instead.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use common::Tracking;
+use magazine::{Cache, Config, DepotPolicy, Options, Source, Trim};
+use rand::{Rng, SeedableRng};
+
+const THREADS: usize = 16;
+
+fn ops() -> usize {
+    std::env::var("MAGAZINE_RSEQ_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if cfg!(debug_assertions) {
+            1_000_000
+        } else {
+            10_000_000
+        })
+}
+
+/// The CPUs the process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: `cpu_set_t` is plain data; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: 0 is the calling thread; `set` is a valid set of `size` bytes.
+    assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut set) }, 0);
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below `CPU_SETSIZE`.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
+/// Moves the calling thread to `cpus` (it may be running elsewhere until it returns).
+fn run_on(cpus: &[usize]) {
+    // SAFETY: as in `allowed_cpus`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        // SAFETY: `cpu` is below `CPU_SETSIZE` (it came from `allowed_cpus`).
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: 0 is the calling thread; `set` is a valid, non-empty set.
+    assert_eq!(unsafe { libc::sched_setaffinity(0, size, &set) }, 0);
+}
+
+static SIGNALS: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Installs `on_signal` for SIGUSR1.
+fn catch_sigusr1() {
+    // SAFETY: a zeroed `sigaction` is valid (empty mask, no flags); the handler only
+    // touches an atomic, which is async-signal-safe.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
+            0
+        );
+    }
+}
+
+/// The tracking source's ids as one-word items (the sequences move those in a register,
+/// other sizes with a copy), tagged so that a garbled word is caught.
+struct Words(Arc<Tracking>);
+
+const TAG: u64 = 0x5eed << 32;
+
+impl Source for Words {
+    type Item = u64;
+
+    fn alloc(&self) -> Option<u64> {
+        self.0.alloc().map(|id| TAG | u64::from(id))
+    }
+
+    fn free_batch(&self, items: &mut dyn Iterator<Item = u64>) {
+        self.0.free_batch(&mut items.map(|word| {
+            assert_eq!(word & !0xffff_ffff, TAG, "a garbled item: {word:#x}");
+            word as u32
+        }))
+    }
+}
+
+/// Runs the stress on a cache of `magazine_size` and `depot` over `make(tracking)`.
+fn stress<S>(magazine_size: usize, depot: DepotPolicy, make: fn(Arc<Tracking>) -> S)
+where
+    S: Source + Sync,
+    S::Item: Send,
+{
+    catch_sigusr1();
+    let cpus = allowed_cpus();
+    let slots = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // SAFETY: no preconditions.
+    let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    let config = Config {
+        magazine_size,
+        cpus: slots.max(usize::try_from(configured).unwrap_or(1)),
+        depot,
+    };
+    let mut options = Options::default();
+    options.restartable_sequences = true;
+    let source = Arc::new(Tracking::new(4096));
+    let cache = Cache::with_options(make(Arc::clone(&source)), config, options);
+    eprintln!(
+        "restartable sequences: {}",
+        cache.runs_restartable_sequences()
+    );
+    let per_thread = ops() / THREADS;
+    let done = AtomicBool::new(false);
+    let workers_left = AtomicUsize::new(THREADS);
+    // Each worker's `pthread_t`, for the signals (0 until it has started).
+    let handles: Vec<AtomicU64> = (0..THREADS).map(|_| AtomicU64::new(0)).collect();
+
+    thread::scope(|s| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|seed| {
+                let (cache, cpus, workers_left) = (&cache, &cpus, &workers_left);
+                let handle = &handles[seed];
+                s.spawn(move || {
+                    // SAFETY: no preconditions.
+                    handle.store(unsafe { libc::pthread_self() } as u64, Ordering::Release);
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(seed as u64);
+                    let mut held = Vec::new();
+                    for op in 0..per_thread {
+                        if op % 1000 == 0 {
+                            // One CPU (a forced migration), or all of them.
+                            match rng.random_bool(0.5) {
+                                true => run_on(&[cpus[rng.random_range(0..cpus.len())]]),
+                                false => run_on(cpus),
+                            }
+                        }
+                        let alloc = held.is_empty() || (held.len() < 64 && rng.random_bool(0.5));
+                        if alloc {
+                            if let Some(id) = cache.alloc() {
+                                held.push(id);
+                            }
+                        } else {
+                            let at = rng.random_range(0..held.len());
+                            cache.free(held.swap_remove(at));
+                        }
+                    }
+                    held.into_iter().for_each(|id| cache.free(id));
+                    workers_left.fetch_sub(1, Ordering::Release);
+                })
+            })
+            .collect();
+        // Signals at the workers while they run: only while no worker has finished (a
+        // finished thread's id may be reused), and only at workers that have started.
+        let signaller = s.spawn(|| {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(99);
+            while workers_left.load(Ordering::Acquire) == THREADS {
+                let target = handles[rng.random_range(0..THREADS)].load(Ordering::Acquire);
+                if target != 0 {
+                    // SAFETY: no worker has finished yet, so `target` names a live thread.
+                    unsafe { libc::pthread_kill(target as libc::pthread_t, libc::SIGUSR1) };
+                }
+                thread::yield_now();
+            }
+        });
+        // Takers from other CPUs: flush a slot, trim, count.
+        s.spawn(|| {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+            while !done.load(Ordering::Relaxed) {
+                match rng.random_range(0..3) {
+                    0 => cache.flush_cpu(rng.random_range(0..cache.config().cpus)),
+                    1 => {
+                        cache.trim();
+                    }
+                    _ => {
+                        let cached = cache.cached();
+                        assert!(cached <= source.capacity(), "more cached than exist");
+                    }
+                }
+                thread::yield_now();
+            }
+        });
+        // Before any worker is joined (which ends its `pthread_t`): the signaller stops
+        // once one worker has finished.
+        signaller.join().unwrap();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+
+    let stats = cache.stats();
+    eprintln!("{stats}; {} signals", SIGNALS.load(Ordering::Relaxed));
+    assert_eq!(
+        source.at_home() + cache.cached(),
+        source.capacity(),
+        "every id is in the source or the cache once the workers are done: {stats:?}"
+    );
+    drop(cache);
+    source.assert_all_home();
+}
+
+#[test]
+fn magazines_of_four_working_set() {
+    stress(
+        4,
+        DepotPolicy::Dynamic {
+            target: 2,
+            trim: Trim::WorkingSet,
+        },
+        |tracking| tracking,
+    );
+}
+
+#[test]
+fn magazines_of_one_fixed_depot() {
+    stress(1, DepotPolicy::Fixed { max_full: 2 }, |tracking| tracking);
+}
+
+#[test]
+fn one_word_items() {
+    stress(
+        2,
+        DepotPolicy::Dynamic {
+            target: 2,
+            trim: Trim::WorkingSet,
+        },
+        Words,
+    );
+}
