@@ -4,10 +4,11 @@
 //!   and pass it through a ring of `DEPTH` slots (the I/Os in flight) to `C` completer
 //!   threads, which free it. Items completed per second: the per-CPU `Cache`, a
 //!   `LocalCache` per thread, and, as the baseline, the pool kept in an `ArrayQueue`
-//!   (submitters pop, completers push).
+//!   (submitters pop, completers push); the per-CPU `Cache` with restartable sequences
+//!   too, where the platform has them.
 //! - `pairs/8`: 8 threads (on a 2-core machine: oversubscribed) each doing alloc/free
-//!   pairs on the per-CPU path, `cpus` = available parallelism; the baseline is an
-//!   `ArrayQueue` pool.
+//!   pairs on the per-CPU path (with and without restartable sequences), `cpus` =
+//!   available parallelism; the baseline is an `ArrayQueue` pool.
 //!
 //! After the timed runs, each cache configuration runs once more with its statistics read
 //! after a warm-up, and the bench prints how many operations went to the source (calls
@@ -215,6 +216,17 @@ fn io_loop_batched(c: &mut Criterion) {
                 })
             },
         );
+        let cache = common::cache_with_sequences_on(closed_source());
+        if cache.runs_restartable_sequences() {
+            group.bench_function(
+                BenchmarkId::from_parameter("magazine Cache (per-CPU, rseq)"),
+                |b| {
+                    b.iter_custom(|iters| {
+                        run_io(submitters, completers, iters * BATCH, || PerCpu(&cache))
+                    })
+                },
+            );
+        }
         let cache = Cache::new(closed_source());
         let handles = Handles::new(&cache, submitters + completers);
         group.bench_function(BenchmarkId::from_parameter("magazine LocalCache"), |b| {
@@ -259,6 +271,17 @@ fn io_loop(c: &mut Criterion) {
                 })
             },
         );
+        let cache = common::cache_with_sequences_on(closed_source());
+        if cache.runs_restartable_sequences() {
+            group.bench_function(
+                BenchmarkId::from_parameter("magazine Cache (per-CPU, rseq)"),
+                |b| {
+                    b.iter_custom(|iters| {
+                        run_io(submitters, completers, iters * BATCH, || PerCpu(&cache))
+                    })
+                },
+            );
+        }
         let cache = Cache::new(closed_source());
         let handles = Handles::new(&cache, submitters + completers);
         group.bench_function(BenchmarkId::from_parameter("magazine LocalCache"), |b| {
@@ -277,14 +300,21 @@ fn io_loop(c: &mut Criterion) {
         );
         group.finish();
 
-        slow_path_share(
-            &format!("io_loop/{submitters}+{completers} per-CPU"),
-            |cache, total| {
-                run_io(submitters, completers, total, || PerCpu(cache));
-            },
-        );
+        for sequences in sequence_modes() {
+            slow_path_share(
+                &format!(
+                    "io_loop/{submitters}+{completers} per-CPU{}",
+                    suffix(sequences)
+                ),
+                sequences,
+                |cache, total| {
+                    run_io(submitters, completers, total, || PerCpu(cache));
+                },
+            );
+        }
         slow_path_share(
             &format!("io_loop/{submitters}+{completers} LocalCache"),
+            false,
             |cache, total| {
                 let handles = Handles::new(cache, submitters + completers);
                 run_io(submitters, completers, total, || handles.lend());
@@ -316,6 +346,13 @@ fn pairs(c: &mut Criterion) {
         BenchmarkId::from_parameter("magazine Cache (per-CPU)"),
         |b| b.iter_custom(|iters| run_pairs(iters * BATCH, || PerCpu(&cache))),
     );
+    let cache = common::cache_with_sequences_on(closed_source());
+    if cache.runs_restartable_sequences() {
+        group.bench_function(
+            BenchmarkId::from_parameter("magazine Cache (per-CPU, rseq)"),
+            |b| b.iter_custom(|iters| run_pairs(iters * BATCH, || PerCpu(&cache))),
+        );
+    }
     let queue = ArrayQueue::new(POOL as usize);
     (0..POOL).for_each(|item| queue.push(item).unwrap());
     group.bench_function(BenchmarkId::from_parameter("crossbeam ArrayQueue"), |b| {
@@ -323,20 +360,47 @@ fn pairs(c: &mut Criterion) {
     });
     group.finish();
 
-    slow_path_share(&format!("pairs/{PAIR_THREADS} per-CPU"), |cache, total| {
-        run_pairs(total, || PerCpu(cache));
-    });
+    for sequences in sequence_modes() {
+        slow_path_share(
+            &format!("pairs/{PAIR_THREADS} per-CPU{}", suffix(sequences)),
+            sequences,
+            |cache, total| {
+                run_pairs(total, || PerCpu(cache));
+            },
+        );
+    }
+}
+
+/// The per-CPU path without restartable sequences, and with them where the platform has
+/// them.
+fn sequence_modes() -> Vec<bool> {
+    let available = common::cache_with_sequences_on(closed_source()).runs_restartable_sequences();
+    match available {
+        true => vec![false, true],
+        false => vec![false],
+    }
+}
+
+fn suffix(sequences: bool) -> &'static str {
+    match sequences {
+        true => ", rseq",
+        false => "",
+    }
 }
 
 /// Runs `run` on a new closed-pool cache for a warm-up, then again with the statistics
-/// counted, and prints the source's share of the counted operations.
-fn slow_path_share(name: &str, run: impl Fn(&Cache<FreeList>, u64)) {
+/// counted, and prints the source's share of the counted operations; `sequences` turns
+/// restartable sequences on.
+fn slow_path_share(name: &str, sequences: bool, run: impl Fn(&Cache<FreeList>, u64)) {
     let total = if common::smoke_test() {
         1 << 16
     } else {
         1 << 22
     };
-    let cache = Cache::new(closed_source());
+    let cache = match sequences {
+        true => common::cache_with_sequences_on(closed_source()),
+        false => Cache::new(closed_source()),
+    };
     run(&cache, total / 4);
     let before = cache.stats();
     run(&cache, total);
