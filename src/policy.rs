@@ -166,8 +166,10 @@ pub struct Options {
     /// does no read-modify-write, and a thread preempted in the middle of one holds up
     /// nobody; see [`docs::design`](crate::docs::design#restartable-sequences).
     ///
-    /// Off by default, because on the machine of `BENCHMARKS.md` it does not pay yet: an
-    /// alloc/free pair costs about what the slot protocol costs (the hit is two dependent
+    /// Off by default, because on the machine of `BENCHMARKS.md` it pays only with more
+    /// runnable threads than CPUs (8 threads of alloc/free pairs on 2 cores: 2.4x the
+    /// throughput of the slot protocol, and no busy misses): on one thread an alloc/free
+    /// pair costs little less than the slot protocol's (the hit is two dependent
     /// sequences, the operation and its count), and every operation that takes a CPU
     /// slot from a thread that is not on that CPU (`flush_cpu`, `flush`, `cached`, trims
     /// that reclaim idle slots, steals and exhaustion flushes, and `alloc_on` / `free_on`
