@@ -205,27 +205,14 @@ fn io_loop_batched(c: &mut Criterion) {
     for (submitters, completers) in [(1, 1), (2, 2)] {
         let mut group = c.benchmark_group(format!("io_loop_batched/{submitters}+{completers}"));
         group.throughput(Throughput::Elements(BATCH));
-        let cache = Cache::new(closed_source());
-        group.bench_function(
-            BenchmarkId::from_parameter("magazine Cache (per-CPU)"),
-            |b| {
+        for (front, cache) in per_cpu_caches() {
+            group.bench_function(BenchmarkId::from_parameter(front.bench_id()), |b| {
                 b.iter_custom(|iters| {
                     run_io_batched::<RING_BATCH, _>(submitters, completers, iters * BATCH, || {
                         PerCpu(&cache)
                     })
                 })
-            },
-        );
-        let cache = common::cache_with_sequences_on(closed_source());
-        if cache.runs_restartable_sequences() {
-            group.bench_function(
-                BenchmarkId::from_parameter("magazine Cache (per-CPU, rseq)"),
-                |b| {
-                    b.iter_custom(|iters| {
-                        run_io(submitters, completers, iters * BATCH, || PerCpu(&cache))
-                    })
-                },
-            );
+            });
         }
         let cache = Cache::new(closed_source());
         let handles = Handles::new(&cache, submitters + completers);
@@ -262,25 +249,12 @@ fn io_loop(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("io_loop/{submitters}+{completers}"));
         group.throughput(Throughput::Elements(BATCH));
 
-        let cache = Cache::new(closed_source());
-        group.bench_function(
-            BenchmarkId::from_parameter("magazine Cache (per-CPU)"),
-            |b| {
+        for (front, cache) in per_cpu_caches() {
+            group.bench_function(BenchmarkId::from_parameter(front.bench_id()), |b| {
                 b.iter_custom(|iters| {
                     run_io(submitters, completers, iters * BATCH, || PerCpu(&cache))
                 })
-            },
-        );
-        let cache = common::cache_with_sequences_on(closed_source());
-        if cache.runs_restartable_sequences() {
-            group.bench_function(
-                BenchmarkId::from_parameter("magazine Cache (per-CPU, rseq)"),
-                |b| {
-                    b.iter_custom(|iters| {
-                        run_io(submitters, completers, iters * BATCH, || PerCpu(&cache))
-                    })
-                },
-            );
+            });
         }
         let cache = Cache::new(closed_source());
         let handles = Handles::new(&cache, submitters + completers);
@@ -300,13 +274,10 @@ fn io_loop(c: &mut Criterion) {
         );
         group.finish();
 
-        for sequences in sequence_modes() {
+        for (front, cache) in per_cpu_caches() {
             slow_path_share(
-                &format!(
-                    "io_loop/{submitters}+{completers} per-CPU{}",
-                    suffix(sequences)
-                ),
-                sequences,
+                &format!("io_loop/{submitters}+{completers} {}", front.label()),
+                cache,
                 |cache, total| {
                     run_io(submitters, completers, total, || PerCpu(cache));
                 },
@@ -314,7 +285,7 @@ fn io_loop(c: &mut Criterion) {
         }
         slow_path_share(
             &format!("io_loop/{submitters}+{completers} LocalCache"),
-            false,
+            Cache::new(closed_source()),
             |cache, total| {
                 let handles = Handles::new(cache, submitters + completers);
                 run_io(submitters, completers, total, || handles.lend());
@@ -341,17 +312,10 @@ fn run_pairs<P: Pool>(total: u64, pool: impl Fn() -> P + Sync) -> std::time::Dur
 fn pairs(c: &mut Criterion) {
     let mut group = c.benchmark_group(format!("pairs/{PAIR_THREADS}"));
     group.throughput(Throughput::Elements(BATCH));
-    let cache = Cache::new(closed_source());
-    group.bench_function(
-        BenchmarkId::from_parameter("magazine Cache (per-CPU)"),
-        |b| b.iter_custom(|iters| run_pairs(iters * BATCH, || PerCpu(&cache))),
-    );
-    let cache = common::cache_with_sequences_on(closed_source());
-    if cache.runs_restartable_sequences() {
-        group.bench_function(
-            BenchmarkId::from_parameter("magazine Cache (per-CPU, rseq)"),
-            |b| b.iter_custom(|iters| run_pairs(iters * BATCH, || PerCpu(&cache))),
-        );
+    for (front, cache) in per_cpu_caches() {
+        group.bench_function(BenchmarkId::from_parameter(front.bench_id()), |b| {
+            b.iter_custom(|iters| run_pairs(iters * BATCH, || PerCpu(&cache)))
+        });
     }
     let queue = ArrayQueue::new(POOL as usize);
     (0..POOL).for_each(|item| queue.push(item).unwrap());
@@ -360,10 +324,10 @@ fn pairs(c: &mut Criterion) {
     });
     group.finish();
 
-    for sequences in sequence_modes() {
+    for (front, cache) in per_cpu_caches() {
         slow_path_share(
-            &format!("pairs/{PAIR_THREADS} per-CPU{}", suffix(sequences)),
-            sequences,
+            &format!("pairs/{PAIR_THREADS} {}", front.label()),
+            cache,
             |cache, total| {
                 run_pairs(total, || PerCpu(cache));
             },
@@ -371,35 +335,49 @@ fn pairs(c: &mut Criterion) {
     }
 }
 
-/// The per-CPU path without restartable sequences, and with them where the platform has
-/// them.
-fn sequence_modes() -> Vec<bool> {
-    let available = common::cache_with_sequences_on(closed_source()).runs_restartable_sequences();
-    match available {
-        true => vec![false, true],
-        false => vec![false],
+/// How a per-CPU cache takes its slots.
+#[derive(Clone, Copy)]
+enum PerCpuFront {
+    /// The slot protocol (a compare-and-swap per operation).
+    Slots,
+    /// Restartable sequences (`Options::restartable_sequences`).
+    Sequences,
+}
+
+impl PerCpuFront {
+    fn bench_id(self) -> &'static str {
+        match self {
+            PerCpuFront::Slots => "magazine Cache (per-CPU)",
+            PerCpuFront::Sequences => "magazine Cache (per-CPU, rseq)",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            PerCpuFront::Slots => "per-CPU",
+            PerCpuFront::Sequences => "per-CPU, rseq",
+        }
     }
 }
 
-fn suffix(sequences: bool) -> &'static str {
-    match sequences {
-        true => ", rseq",
-        false => "",
+/// New closed-pool caches for the per-CPU path: the slot protocol, and restartable
+/// sequences where the platform has them.
+fn per_cpu_caches() -> Vec<(PerCpuFront, Cache<FreeList>)> {
+    let mut caches = vec![(PerCpuFront::Slots, Cache::new(closed_source()))];
+    let sequences = common::cache_with_sequences_on(closed_source());
+    if sequences.runs_restartable_sequences() {
+        caches.push((PerCpuFront::Sequences, sequences));
     }
+    caches
 }
 
-/// Runs `run` on a new closed-pool cache for a warm-up, then again with the statistics
-/// counted, and prints the source's share of the counted operations; `sequences` turns
-/// restartable sequences on.
-fn slow_path_share(name: &str, sequences: bool, run: impl Fn(&Cache<FreeList>, u64)) {
+/// Runs `run` on `cache` (new, over a closed pool) for a warm-up, then again with the
+/// statistics counted, and prints the source's share of the counted operations.
+fn slow_path_share(name: &str, cache: Cache<FreeList>, run: impl Fn(&Cache<FreeList>, u64)) {
     let total = if common::smoke_test() {
         1 << 16
     } else {
         1 << 22
-    };
-    let cache = match sequences {
-        true => common::cache_with_sequences_on(closed_source()),
-        false => Cache::new(closed_source()),
     };
     run(&cache, total / 4);
     let before = cache.stats();
