@@ -167,7 +167,7 @@ pub struct Options {
     /// nobody; see [`docs::design`](crate::docs::design#restartable-sequences).
     ///
     /// Off by default, because on the machine of `BENCHMARKS.md` it pays only with more
-    /// runnable threads than CPUs (8 threads of alloc/free pairs on 2 cores: 2.4x the
+    /// runnable threads than CPUs (8 threads of alloc/free pairs on 2 cores: 2.8x the
     /// throughput of the slot protocol, and no busy misses): on one thread an alloc/free
     /// pair costs little less than the slot protocol's (the hit is two dependent
     /// sequences, the operation and its count), and every operation that takes a CPU

@@ -1,5 +1,6 @@
-//! The kernel's restartable-sequence area of the calling thread, as glibc registers it, and
-//! the one thing the crate reads from it: the id of the CPU the thread runs on.
+//! The kernel's restartable-sequence area of the calling thread, as glibc registers it: the
+//! id of the CPU the thread runs on, read from it, and the restartable sequences of the
+//! per-CPU fast path (`Options::restartable_sequences`), all the assembly of the crate.
 //!
 //! # The ABI
 //!
