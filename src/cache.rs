@@ -211,7 +211,7 @@ impl<S: Source> Cache<S> {
             .map(|cpu| CachePadded::new(Slot::new(config.magazine_size, sequences.then_some(cpu))))
             .collect();
         #[cfg(all(magazine_rseq, not(miri)))]
-        let sequences = sequences.then(|| {
+        let sequences = sequences.then_some(()).and_then(|()| {
             crate::rseq::Layout::new(
                 slots[0].field_addresses(),
                 core::mem::size_of::<CachePadded<Slot<S::Item>>>(),
@@ -326,6 +326,14 @@ impl<S: Source> Cache<S> {
         if let Some(layout) = &self.sequences {
             return self.alloc_in_sequence(layout, crate::rseq::ANY_CPU);
         }
+        self.alloc_here()
+    }
+
+    /// [`alloc`](Self::alloc) through the slot protocol. Kept out of line where a cache
+    /// may run restartable sequences, so that `alloc` stays small enough to inline.
+    #[cfg_attr(all(magazine_rseq, not(miri)), inline(never))]
+    #[cfg_attr(not(all(magazine_rseq, not(miri))), inline)]
+    fn alloc_here(&self) -> Option<S::Item> {
         self.alloc_on(self.current_cpu())
     }
 
@@ -354,6 +362,13 @@ impl<S: Source> Cache<S> {
         if let Some(layout) = &self.sequences {
             return self.free_in_sequence(layout, crate::rseq::ANY_CPU, item);
         }
+        self.free_here(item)
+    }
+
+    /// [`free`](Self::free) through the slot protocol (out of line as `alloc_here`).
+    #[cfg_attr(all(magazine_rseq, not(miri)), inline(never))]
+    #[cfg_attr(not(all(magazine_rseq, not(miri))), inline)]
+    fn free_here(&self, item: S::Item) {
         self.free_on(self.current_cpu(), item)
     }
 

@@ -20,11 +20,11 @@
 //! `-2` (registration failed) there; both are negative as `i32`, and the caller falls back
 //! to `sched_getcpu`.
 //!
-//! On x86_64 the thread pointer is the `fs` base, and the psABI's TLS layout puts a copy of
-//! it at `fs:0` (glibc's `THREAD_SELF` reads it the same way), so the area of the calling
-//! thread is `fs:0 + __rseq_offset`. The symbols are looked up once with `dlsym`: a
-//! program linked against an older glibc, or a static one, finds none and keeps using
-//! `sched_getcpu`. Other architectures and C libraries use `sched_getcpu` as well.
+//! On x86_64 the thread pointer is the `fs` base, so `fs:[__rseq_offset]` addresses the
+//! area of the calling thread, and the sequences keep the offset in a register. The
+//! symbols are looked up once with `dlsym`: a program linked against an older glibc, or a
+//! static one, finds none and keeps using `sched_getcpu`. Other architectures and C
+//! libraries use `sched_getcpu` as well.
 //!
 //! # Restartable sequences
 //!
@@ -85,37 +85,31 @@ const ABSENT: isize = isize::MIN + 1;
 /// area to read (see the module docs) or the kernel has not filled it in.
 #[inline]
 pub(crate) fn current_cpu() -> Option<usize> {
-    let area = area()?;
+    let offset = offset()?;
+    let cpu: i32;
     // SAFETY: glibc registered an area of at least the original 32 bytes (`__rseq_size`
-    // is not 0) at `area` for this thread, for the thread's lifetime; `cpu_id` is its
-    // second `u32`, aligned. Volatile: the kernel rewrites it behind the compiler's back
-    // (on migration), so every call must load it.
-    let cpu = unsafe { core::ptr::read_volatile((area + 4) as *const i32) };
+    // is not 0) at `fs:[offset]` for this thread, for the thread's lifetime; `cpu_id` is
+    // its second `u32`, aligned. The load writes nothing. Not `pure`: the kernel rewrites
+    // `cpu_id` behind the compiler's back (on migration), so every call must load it.
+    unsafe {
+        core::arch::asm!(
+            "mov {cpu:e}, dword ptr fs:[{offset} + 4]",
+            offset = in(reg) offset,
+            cpu = out(reg) cpu,
+            options(nostack, preserves_flags, readonly),
+        )
+    };
     usize::try_from(cpu).ok()
 }
 
-/// The address of the calling thread's rseq area, if glibc registers them.
+/// `__rseq_offset`, if glibc registers rseq areas.
 #[inline]
-fn area() -> Option<usize> {
-    let offset = match OFFSET.load(Ordering::Relaxed) {
-        UNKNOWN => look_up(),
-        offset => offset,
-    };
-    if offset == ABSENT {
-        return None;
+fn offset() -> Option<isize> {
+    match OFFSET.load(Ordering::Relaxed) {
+        UNKNOWN => Some(look_up()).filter(|&offset| offset != ABSENT),
+        ABSENT => None,
+        offset => Some(offset),
     }
-    let thread_pointer: usize;
-    // SAFETY: on x86_64 Linux `fs:0` holds the thread pointer (the TLS ABI's TCB self
-    // pointer, set up by the C library before any Rust code runs); the load reads no other
-    // memory and writes nothing.
-    unsafe {
-        core::arch::asm!(
-            "mov {}, qword ptr fs:[0]",
-            out(reg) thread_pointer,
-            options(nostack, preserves_flags, readonly, pure),
-        )
-    };
-    Some(thread_pointer.wrapping_add_signed(offset))
 }
 
 /// Looks up `__rseq_offset` and `__rseq_size` and caches what they say.
@@ -156,16 +150,20 @@ const CAPACITY: usize = 32;
 const LEN: usize = 40;
 
 /// Where a cache's slots are, for the sequences: the first slot's address, the distance
-/// between slots and their number, and the size of an item. They stay the same for the
-/// cache's lifetime (the slots are one boxed slice). The sequences read it through a
-/// pointer, at the offsets written next to the fields.
+/// between slots (a power of two, as its logarithm: a shift indexes faster than a
+/// multiplication) and their number, the size of an item, and `__rseq_offset`. They stay
+/// the same for the cache's lifetime (the slots are one boxed slice). The sequences read
+/// it through a pointer, at the offsets written next to the fields.
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct Layout {
-    base: usize,      // 0
-    stride: usize,    // 8
-    slots: usize,     // 16
-    item_size: usize, // 24
+    base: usize,        // 0
+    stride_log2: usize, // 8
+    slots: usize,       // 16
+    item_size: usize,   // 24
+    /// The rseq area's offset from the thread pointer (the same for every thread): the
+    /// sequences address it as `fs:[offset]`.
+    area: isize, // passed in r8
 }
 
 /// The addresses of one slot's fields (see [`Layout`]).
@@ -180,9 +178,16 @@ pub(crate) struct SlotFields {
 }
 
 impl Layout {
-    /// The layout of `slots` slots `stride` bytes apart, the first of which has `first`'s
-    /// fields, holding items of `item_size` bytes.
-    pub(crate) fn new(first: SlotFields, stride: usize, slots: usize, item_size: usize) -> Self {
+    /// The layout of `slots` slots `stride` bytes apart (a power of two: `CachePadded`
+    /// rounds a slot up to 256 bytes), the first of which has `first`'s
+    /// fields, holding items of `item_size` bytes; `None` when glibc registers no rseq
+    /// areas (see [`available`]).
+    pub(crate) fn new(
+        first: SlotFields,
+        stride: usize,
+        slots: usize,
+        item_size: usize,
+    ) -> Option<Self> {
         let offsets = [
             first.owner,
             first.alloc_hits,
@@ -197,12 +202,17 @@ impl Layout {
             [OWNER, ALLOC_HITS, FREE_HITS, ITEMS, CAPACITY, LEN],
             "magazine: a slot's fields are not where the restartable sequences look"
         );
-        Self {
+        assert!(
+            stride.is_power_of_two(),
+            "magazine: slots are not a power of two bytes apart"
+        );
+        Some(Self {
             base: first.slot,
-            stride,
+            stride_log2: stride.trailing_zeros() as usize,
             slots,
             item_size,
-        }
+            area: offset()?,
+        })
     }
 }
 
@@ -213,8 +223,8 @@ pub(crate) enum Miss {
     Busy,
     /// The loaded magazine is empty (`alloc`) or full (`free`).
     Magazine,
-    /// The thread is not on the CPU asked for, or on a CPU without a slot, or has no
-    /// registered area.
+    /// The thread is not on the CPU asked for, or on a CPU without a slot, or its area
+    /// is not registered.
     Elsewhere,
 }
 
@@ -226,28 +236,45 @@ fn miss(code: usize) -> Miss {
     }
 }
 
-/// The start of every sequence: stores the descriptor (label 30) in `rseq_cs`, reads
-/// `cpu_id`, checks it against the layout (`r9`) and `want` (`r10`), and leaves the slot's
-/// address in `rdx`, the CPU in `rax` and the owner word's offset in `rcx`; jumps to 26
-/// (busy) when the slot is owned and to 27 (elsewhere) when the CPU does not fit. `r8` is
-/// the rseq area. The section starts at 21; the abort handler (32) jumps back to 20.
-macro_rules! enter_slot {
+/// The checks of the CPU that `enter_slot!` read into `rax` against `want` (`r10`),
+/// which jump to 27 (elsewhere) when it does not fit: none when `want` is [`ANY_CPU`]
+/// (`any_cpu`), equality when it names a CPU (`want_cpu`), and either (`either_cpu`).
+macro_rules! any_cpu {
     () => {
+        ""
+    };
+}
+macro_rules! want_cpu {
+    () => {
+        "cmp rax, r10\njne 27f\n"
+    };
+}
+macro_rules! either_cpu {
+    () => {
+        "cmp r10, -1\nje 22f\ncmp rax, r10\njne 27f\n22:\n"
+    };
+}
+
+/// The start of every sequence: stores the descriptor (label 30) in the area's
+/// `rseq_cs` (`fs:[r8 + 8]`, `r8` being the area's offset), reads `cpu_id` into `rax`,
+/// checks it against the layout (`r9`) and with `$check`, and leaves the slot's address
+/// in `rdx`; jumps to 26 (busy) when the slot is owned and to 27 (elsewhere) when the CPU
+/// does not fit (an unregistered area reads as a huge CPU). The section starts at 21;
+/// the abort handler (32) jumps back to 20.
+macro_rules! enter_slot {
+    ($check:ident) => {
         concat!(
             "20:\n",
-            "lea rax, [rip + 30f]\n",
-            "mov qword ptr [r8 + 8], rax\n",
+            "lea rcx, [rip + 30f]\n",
+            "mov qword ptr fs:[r8 + 8], rcx\n",
             "21:\n",
-            "mov eax, dword ptr [r8 + 4]\n",
+            "mov ecx, dword ptr [r9 + 8]\n",
+            "mov eax, dword ptr fs:[r8 + 4]\n",
             "cmp rax, qword ptr [r9 + 16]\n",
             "jae 27f\n",
-            "cmp r10, rax\n",
-            "je 22f\n",
-            "cmp r10, -1\n",
-            "jne 27f\n",
-            "22:\n",
+            $check!(),
             "mov rdx, rax\n",
-            "imul rdx, qword ptr [r9 + 8]\n",
+            "shl rdx, cl\n",
             "add rdx, qword ptr [r9]\n",
             "cmp qword ptr [rdx + {owner}], 0\n",
             "jne 26f\n",
@@ -255,30 +282,38 @@ macro_rules! enter_slot {
     };
 }
 
-/// After a hit's commit (label 23): a second sequence (24 to 28, abort handler 33, which
-/// jumps back to 23) adds one to the hit counter at offset `$counter` of the layout, in
-/// the slot of the CPU it runs on; then the exits, the abort handlers and the two
-/// descriptors. `eax` is 0 for a hit, 1 busy, 2 magazine, 3 elsewhere.
+/// After a hit's commit (label 23): a second sequence (24 to 28, descriptor 31) adds one
+/// to the hit counter at offset `$counter` of the slot, if the thread still runs on the
+/// CPU in `rax`; otherwise (29, also the abort handler 33) it finds the slot of the CPU it
+/// runs on now and starts the second sequence again. Then the exits, the abort handlers
+/// and the two descriptors. `eax` is 0 for a hit, 1 busy, 2 magazine, 3 elsewhere.
 macro_rules! count_and_exit {
     ($counter:literal) => {
         concat!(
             "23:\n",
-            "lea rax, [rip + 31f]\n",
-            "mov qword ptr [r8 + 8], rax\n",
+            "lea rcx, [rip + 31f]\n",
+            "mov qword ptr fs:[r8 + 8], rcx\n",
             "24:\n",
-            "mov eax, dword ptr [r8 + 4]\n",
-            "cmp rax, qword ptr [r9 + 16]\n",
-            "jae 28f\n",
-            "imul rax, qword ptr [r9 + 8]\n",
-            "add rax, qword ptr [r9]\n",
-            "add qword ptr [rax + {",
+            "cmp eax, dword ptr fs:[r8 + 4]\n",
+            "jne 29f\n",
+            "add qword ptr [rdx + {",
             $counter,
             "}], 1\n",
             "28:\n",
             "xor eax, eax\n",
             "jmp 39f\n",
+            "29:\n",
+            "mov ecx, dword ptr [r9 + 8]\n",
+            "mov eax, dword ptr fs:[r8 + 4]\n",
+            "cmp rax, qword ptr [r9 + 16]\n",
+            // On a CPU without a slot (only when CPUs come and go) the hit goes uncounted.
+            "jae 28b\n",
+            "mov rdx, rax\n",
+            "shl rdx, cl\n",
+            "add rdx, qword ptr [r9]\n",
+            "jmp 23b\n",
             exits!(),
-            abort_handler!(33, "23b"),
+            abort_handler!(33, "29b"),
             "39:\n",
             descriptor!(30, "21b", "23b", "32b"),
             descriptor!(31, "24b", "28b", "33b"),
@@ -346,15 +381,15 @@ macro_rules! descriptor {
     };
 }
 
-/// The end of a pop of a one-word item: the load of the item below the length (`rdx`,
+/// The end of a pop of a one-word item: the load of the item below the length (`rdi`,
 /// the new length) out of the storage (`rsi`) into `r11`, then the commit, the store of
-/// the new length through `rax`.
+/// the new length.
 macro_rules! read_then_commit {
     () => {
         concat!(
-            "mov r11, qword ptr [rsi + 8 * rdx]\n",
+            "mov r11, qword ptr [rsi + 8 * rdi]\n",
             // The commit.
-            "mov qword ptr [rax], rdx\n",
+            "mov qword ptr [rdx + {len}], rdi\n",
         )
     };
 }
@@ -364,34 +399,147 @@ macro_rules! read_then_commit {
 macro_rules! commit_then_read {
     () => {
         concat!(
-            "mov qword ptr [rax], rdx\n",
-            "mov r11, qword ptr [rsi + 8 * rdx]\n",
+            "mov qword ptr [rdx + {len}], rdi\n",
+            "mov r11, qword ptr [rsi + 8 * rdi]\n",
         )
     };
 }
 
-/// The pop of a one-word item, ending with `$end` (the load of the item and the commit):
-/// sets `$word` to the item and `$code` to the outcome.
+/// The pop of a one-word item on the slot `$check` accepts, ending with `$end` (the load
+/// of the item and the commit): sets `$word` to the item and `$code` to the outcome.
 macro_rules! pop_word {
-    ($end:ident, $area:expr, $layout:expr, $want:expr, $word:ident, $code:ident) => {
+    ($check:ident, $end:ident, $offset:expr, $layout:expr, $want:expr, $word:ident, $code:ident) => {
         core::arch::asm!(
-            enter_slot!(),
-            "lea rax, [rdx + {len}]",
-            "mov rdi, qword ptr [rax]",
+            enter_slot!($check),
+            "mov rdi, qword ptr [rdx + {len}]",
             "test rdi, rdi",
             "jz 25f",
             "mov rsi, qword ptr [rdx + {items}]",
-            "lea rdx, [rdi - 1]",
+            "dec rdi",
             $end!(),
             count_and_exit!("alloc_hits"),
             owner = const OWNER,
             items = const ITEMS,
             len = const LEN,
             alloc_hits = const ALLOC_HITS,
-            in("r8") $area,
+            in("r8") $offset,
             in("r9") $layout,
             in("r10") $want,
             out("r11") $word,
+            out("rax") $code,
+            out("rcx") _,
+            out("rdx") _,
+            out("rsi") _,
+            out("rdi") _,
+            options(nostack),
+        )
+    };
+}
+
+/// The pop of an item of `item_size` bytes (`[r9 + 24]`) on the slot `$check` accepts,
+/// copied to `$out` inside the section.
+macro_rules! pop_bytes {
+    ($check:ident, $offset:expr, $layout:expr, $want:expr, $out:expr, $code:ident) => {
+        core::arch::asm!(
+            enter_slot!($check),
+            "mov rdi, qword ptr [rdx + {len}]",
+            "test rdi, rdi",
+            "jz 25f",
+            "dec rdi",
+            "mov rcx, qword ptr [r9 + 24]",
+            "mov rsi, rdi",
+            "imul rsi, rcx",
+            "add rsi, qword ptr [rdx + {items}]",
+            "mov rdi, r11",
+            "rep movsb",
+            // The new length again: no register is left to keep it (`r10` must still
+            // hold `want` if the section restarts).
+            "mov rcx, qword ptr [rdx + {len}]",
+            "dec rcx",
+            // The commit.
+            "mov qword ptr [rdx + {len}], rcx",
+            count_and_exit!("alloc_hits"),
+            owner = const OWNER,
+            items = const ITEMS,
+            len = const LEN,
+            alloc_hits = const ALLOC_HITS,
+            in("r8") $offset,
+            in("r9") $layout,
+            in("r10") $want,
+            in("r11") $out,
+            out("rax") $code,
+            out("rcx") _,
+            out("rdx") _,
+            out("rsi") _,
+            out("rdi") _,
+            options(nostack),
+        )
+    };
+}
+
+/// The push of a one-word item (`r11`) on the slot `$check` accepts.
+macro_rules! push_word {
+    ($check:ident, $offset:expr, $layout:expr, $want:expr, $word:expr, $code:ident) => {
+        core::arch::asm!(
+            enter_slot!($check),
+            "mov rdi, qword ptr [rdx + {len}]",
+            "cmp rdi, qword ptr [rdx + {capacity}]",
+            "jae 25f",
+            "mov rsi, qword ptr [rdx + {items}]",
+            "mov qword ptr [rsi + 8 * rdi], r11",
+            "inc rdi",
+            // The commit.
+            "mov qword ptr [rdx + {len}], rdi",
+            count_and_exit!("free_hits"),
+            owner = const OWNER,
+            items = const ITEMS,
+            capacity = const CAPACITY,
+            len = const LEN,
+            free_hits = const FREE_HITS,
+            in("r8") $offset,
+            in("r9") $layout,
+            in("r10") $want,
+            in("r11") $word,
+            out("rax") $code,
+            out("rcx") _,
+            out("rdx") _,
+            out("rsi") _,
+            out("rdi") _,
+            options(nostack),
+        )
+    };
+}
+
+/// The push of an item of `item_size` bytes at `$item` on the slot `$check` accepts,
+/// copied into the cell inside the section.
+macro_rules! push_bytes {
+    ($check:ident, $offset:expr, $layout:expr, $want:expr, $item:expr, $code:ident) => {
+        core::arch::asm!(
+            enter_slot!($check),
+            "mov rdi, qword ptr [rdx + {len}]",
+            "cmp rdi, qword ptr [rdx + {capacity}]",
+            "jae 25f",
+            "mov rcx, qword ptr [r9 + 24]",
+            "imul rdi, rcx",
+            "add rdi, qword ptr [rdx + {items}]",
+            "mov rsi, r11",
+            "rep movsb",
+            // The new length again: no register is left to keep it (`r10` must still
+            // hold `want` if the section restarts).
+            "mov rcx, qword ptr [rdx + {len}]",
+            "inc rcx",
+            // The commit.
+            "mov qword ptr [rdx + {len}], rcx",
+            count_and_exit!("free_hits"),
+            owner = const OWNER,
+            items = const ITEMS,
+            capacity = const CAPACITY,
+            len = const LEN,
+            free_hits = const FREE_HITS,
+            in("r8") $offset,
+            in("r9") $layout,
+            in("r10") $want,
+            in("r11") $item,
             out("rax") $code,
             out("rcx") _,
             out("rdx") _,
@@ -410,27 +558,68 @@ macro_rules! pop_word {
 /// `layout` describes live slots whose magazines hold `T`s (`item_size` is
 /// `size_of::<T>()`), and every thread that takes or changes them follows `Slot::owner`'s
 /// protocol for a cache with restartable sequences.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
     debug_assert_eq!(layout.item_size, size_of::<T>());
-    let area = area().ok_or(Miss::Elsewhere)?;
+    let (offset, layout_ptr) = (layout.area, layout as *const Layout);
     let code: usize;
     if size_of::<T>() == 8 {
         // An item of one word comes back in a register: through memory, each hand-over
         // costs a store-to-load forwarding, and the pair is a chain of them.
         let word: u64;
-        // SAFETY: `area` is this thread's registered rseq area (module docs); the sequence
-        // reads the layout, and, in the slot it indexes, the owner word, the loaded
-        // magazine's fields, and the item below its length; its one commit lowers the
-        // length, so the item is this thread's exactly when the commit happened, which is
-        // what code 0 says. It runs on the CPU's slot only while nobody owns it, and
-        // everyone else excludes it as `Slot::owner` says (the caller's promise).
+        // SAFETY: `offset` is where glibc registered this thread's rseq area (module
+        // docs); the sequence reads the layout, and, in the slot it indexes, the owner
+        // word, the loaded magazine's fields, and the item below its length; its one
+        // commit lowers the length, so the item is this thread's exactly when the commit
+        // happened, which is what code 0 says. It runs on the CPU's slot only while nobody
+        // owns it, and everyone else excludes it as `Slot::owner` says (the caller's
+        // promise). The hit count that follows is a sequence of its own on the CPU's slot.
         unsafe {
-            let layout = layout as *const Layout;
-            if cfg!(magazine_mutant = "commit_before_read") {
-                pop_word!(commit_then_read, area, layout, want, word, code);
-            } else {
-                pop_word!(read_then_commit, area, layout, want, word, code);
+            match (want, cfg!(magazine_mutant = "commit_before_read")) {
+                (ANY_CPU, false) => {
+                    pop_word!(
+                        any_cpu,
+                        read_then_commit,
+                        offset,
+                        layout_ptr,
+                        want,
+                        word,
+                        code
+                    )
+                }
+                (_, false) => {
+                    pop_word!(
+                        want_cpu,
+                        read_then_commit,
+                        offset,
+                        layout_ptr,
+                        want,
+                        word,
+                        code
+                    )
+                }
+                (ANY_CPU, true) => {
+                    pop_word!(
+                        any_cpu,
+                        commit_then_read,
+                        offset,
+                        layout_ptr,
+                        want,
+                        word,
+                        code
+                    )
+                }
+                (_, true) => {
+                    pop_word!(
+                        want_cpu,
+                        commit_then_read,
+                        offset,
+                        layout_ptr,
+                        want,
+                        word,
+                        code
+                    )
+                }
             }
         }
         return match code {
@@ -441,40 +630,13 @@ pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
         };
     }
     let mut item = MaybeUninit::<T>::uninit();
+    let out = item.as_mut_ptr();
     // SAFETY: as above; the sequence copies the item into `item`.
     unsafe {
-        core::arch::asm!(
-            enter_slot!(),
-            "lea rax, [rdx + {len}]",
-            "mov rdi, qword ptr [rax]",
-            "test rdi, rdi",
-            "jz 25f",
-            "mov rsi, qword ptr [rdx + {items}]",
-            "lea rdx, [rdi - 1]",
-            "mov rcx, qword ptr [r9 + 24]",
-            "mov rdi, rdx",
-            "imul rdi, rcx",
-            "add rsi, rdi",
-            "mov rdi, r11",
-            "rep movsb",
-            // The commit.
-            "mov qword ptr [rax], rdx",
-            count_and_exit!("alloc_hits"),
-            owner = const OWNER,
-            items = const ITEMS,
-            len = const LEN,
-            alloc_hits = const ALLOC_HITS,
-            in("r8") area,
-            in("r9") layout as *const Layout,
-            in("r10") want,
-            in("r11") item.as_mut_ptr(),
-            out("rax") code,
-            out("rcx") _,
-            out("rdx") _,
-            out("rsi") _,
-            out("rdi") _,
-            options(nostack),
-        );
+        match want {
+            ANY_CPU => pop_bytes!(any_cpu, offset, layout_ptr, want, out, code),
+            _ => pop_bytes!(want_cpu, offset, layout_ptr, want, out, code),
+        }
     }
     match code {
         // SAFETY: the commit happened: `item` holds the item it removed from the magazine.
@@ -490,12 +652,10 @@ pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
 /// # Safety
 ///
 /// As [`alloc`].
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<(), (T, Miss)> {
     debug_assert_eq!(layout.item_size, size_of::<T>());
-    let Some(area) = area() else {
-        return Err((item, Miss::Elsewhere));
-    };
+    let (offset, layout_ptr) = (layout.area, layout as *const Layout);
     let item = ManuallyDrop::new(item);
     let code: usize;
     if size_of::<T>() == 8 {
@@ -507,70 +667,19 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
         // raises the length over it), so the item belongs to the magazine exactly when
         // the commit happened.
         unsafe {
-            core::arch::asm!(
-                enter_slot!(),
-                "lea rax, [rdx + {len}]",
-                "mov rdi, qword ptr [rax]",
-                "cmp rdi, qword ptr [rdx + {capacity}]",
-                "jae 25f",
-                "mov rsi, qword ptr [rdx + {items}]",
-                "mov qword ptr [rsi + 8 * rdi], r11",
-                "inc rdi",
-                // The commit.
-                "mov qword ptr [rax], rdi",
-                count_and_exit!("free_hits"),
-                owner = const OWNER,
-                items = const ITEMS,
-                capacity = const CAPACITY,
-                len = const LEN,
-                free_hits = const FREE_HITS,
-                in("r8") area,
-                in("r9") layout as *const Layout,
-                in("r10") want,
-                in("r11") word,
-                out("rax") code,
-                out("rcx") _,
-                out("rdx") _,
-                out("rsi") _,
-                out("rdi") _,
-                options(nostack),
-            );
+            match want {
+                ANY_CPU => push_word!(any_cpu, offset, layout_ptr, want, word, code),
+                _ => push_word!(want_cpu, offset, layout_ptr, want, word, code),
+            }
         }
     } else {
+        let source = &*item as *const T;
         // SAFETY: as above; the sequence copies the item into the cell.
         unsafe {
-            core::arch::asm!(
-                enter_slot!(),
-                "lea rax, [rdx + {len}]",
-                "mov rdi, qword ptr [rax]",
-                "cmp rdi, qword ptr [rdx + {capacity}]",
-                "jae 25f",
-                "mov rsi, qword ptr [rdx + {items}]",
-                "lea rdx, [rdi + 1]",
-                "mov rcx, qword ptr [r9 + 24]",
-                "imul rdi, rcx",
-                "add rdi, rsi",
-                "mov rsi, r11",
-                "rep movsb",
-                // The commit.
-                "mov qword ptr [rax], rdx",
-                count_and_exit!("free_hits"),
-                owner = const OWNER,
-                items = const ITEMS,
-                capacity = const CAPACITY,
-                len = const LEN,
-                free_hits = const FREE_HITS,
-                in("r8") area,
-                in("r9") layout as *const Layout,
-                in("r10") want,
-                in("r11") &*item as *const T,
-                out("rax") code,
-                out("rcx") _,
-                out("rdx") _,
-                out("rsi") _,
-                out("rdi") _,
-                options(nostack),
-            );
+            match want {
+                ANY_CPU => push_bytes!(any_cpu, offset, layout_ptr, want, source, code),
+                _ => push_bytes!(want_cpu, offset, layout_ptr, want, source, code),
+            }
         }
     }
     match code {
@@ -588,12 +697,11 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
 /// As [`alloc`].
 #[inline]
 pub(crate) unsafe fn take(layout: &Layout, want: usize) -> Result<usize, Miss> {
-    let area = area().ok_or(Miss::Elsewhere)?;
     let (code, index): (usize, usize);
     // SAFETY: as in `alloc`; the sequence writes only the owner word, with its commit.
     unsafe {
         core::arch::asm!(
-            enter_slot!(),
+            enter_slot!(either_cpu),
             // The commit.
             "mov qword ptr [rdx + {owner}], 1",
             "23:",
@@ -604,7 +712,7 @@ pub(crate) unsafe fn take(layout: &Layout, want: usize) -> Result<usize, Miss> {
             "39:",
             descriptor!(30, "21b", "23b", "32b"),
             owner = const OWNER,
-            in("r8") area,
+            in("r8") layout.area,
             in("r9") layout as *const Layout,
             in("r10") want,
             out("rax") code,

@@ -136,7 +136,7 @@ where
     thread::scope(|s| {
         let workers: Vec<_> = (0..THREADS)
             .map(|seed| {
-                let (cache, cpus, workers_left) = (&cache, &cpus, &workers_left);
+                let (cache, cpus, workers_left, slots) = (&cache, &cpus, &workers_left, slots);
                 let handle = &handles[seed];
                 s.spawn(move || {
                     // SAFETY: no preconditions.
@@ -152,13 +152,23 @@ where
                             }
                         }
                         let alloc = held.is_empty() || (held.len() < 64 && rng.random_bool(0.5));
+                        // One operation in 32 names a CPU (`alloc_on`/`free_on`): the
+                        // sequences that run only on that CPU, else a fenced take.
+                        let on = rng
+                            .random_bool(1.0 / 32.0)
+                            .then(|| rng.random_range(0..slots));
                         if alloc {
-                            if let Some(id) = cache.alloc() {
-                                held.push(id);
-                            }
+                            let id = match on {
+                                Some(cpu) => cache.alloc_on(cpu),
+                                None => cache.alloc(),
+                            };
+                            held.extend(id);
                         } else {
-                            let at = rng.random_range(0..held.len());
-                            cache.free(held.swap_remove(at));
+                            let id = held.swap_remove(rng.random_range(0..held.len()));
+                            match on {
+                                Some(cpu) => cache.free_on(cpu, id),
+                                None => cache.free(id),
+                            }
                         }
                     }
                     held.into_iter().for_each(|id| cache.free(id));
@@ -243,4 +253,73 @@ fn one_word_items() {
         },
         Words,
     );
+}
+
+/// Each hit is counted once, also when signals abort the sequences (and the counting
+/// sequence after each hit): one thread pinned to one CPU does alloc/free pairs that all
+/// hit, while another thread signals it.
+#[test]
+fn hits_are_counted_once() {
+    catch_sigusr1();
+    let mut options = Options::default();
+    options.restartable_sequences = true;
+    let slots = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // SAFETY: no preconditions.
+    let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    let config = Config {
+        magazine_size: 8,
+        cpus: slots.max(usize::try_from(configured).unwrap_or(1)),
+        ..Config::default()
+    };
+    let source = Arc::new(Tracking::new(64));
+    let cache = Cache::with_options(Arc::clone(&source), config, options);
+    let pairs = ops() / 10;
+    let (done, stopped) = (AtomicBool::new(false), AtomicBool::new(false));
+    let worker = AtomicU64::new(0);
+    thread::scope(|s| {
+        s.spawn(|| {
+            run_on(&allowed_cpus()[..1]);
+            // Two items in the loaded magazine: every pair below hits it.
+            let warm: Vec<_> = (0..2).map(|_| cache.alloc().unwrap()).collect();
+            warm.into_iter().for_each(|id| cache.free(id));
+            let before = cache.stats();
+            // SAFETY: no preconditions.
+            worker.store(unsafe { libc::pthread_self() } as u64, Ordering::Release);
+            for _ in 0..pairs {
+                let id = cache.alloc().unwrap();
+                cache.free(id);
+            }
+            let after = cache.stats();
+            done.store(true, Ordering::Release);
+            // Alive until the signaller has sent its last signal.
+            while !stopped.load(Ordering::Acquire) {
+                thread::yield_now();
+            }
+            assert_eq!(
+                after.alloc_hits - before.alloc_hits,
+                pairs as u64,
+                "{after:?}"
+            );
+            assert_eq!(
+                after.free_hits - before.free_hits,
+                pairs as u64,
+                "{after:?}"
+            );
+        });
+        s.spawn(|| {
+            while !done.load(Ordering::Acquire) {
+                let target = worker.load(Ordering::Acquire);
+                if target != 0 {
+                    // SAFETY: the worker waits for `stopped` before it ends, so `target`
+                    // names a live thread.
+                    unsafe { libc::pthread_kill(target as libc::pthread_t, libc::SIGUSR1) };
+                }
+                thread::yield_now();
+            }
+            stopped.store(true, Ordering::Release);
+        });
+    });
+    eprintln!("{} signals", SIGNALS.load(Ordering::Relaxed));
+    drop(cache);
+    source.assert_all_home();
 }
