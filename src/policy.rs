@@ -166,12 +166,10 @@ pub struct Options {
     /// does no read-modify-write, and a thread preempted in the middle of one holds up
     /// nobody; see [`docs::design`](crate::docs::design#restartable-sequences).
     ///
-    /// Off by default, because on the machine of `BENCHMARKS.md` it pays only with more
-    /// runnable threads than CPUs (8 threads of alloc/free pairs on 2 cores: 2.8x the
-    /// throughput of the slot protocol, and no busy misses): on one thread an alloc/free
-    /// pair costs little less than the slot protocol's (the hit is two dependent
-    /// sequences, the operation and its count), and every operation that takes a CPU
-    /// slot from a thread that is not on that CPU (`flush_cpu`, `flush`, `cached`, trims
+    /// On the machine of `BENCHMARKS.md` an alloc/free pair on one thread costs 0.45x the
+    /// slot protocol's, and 8 threads of pairs on 2 cores run at 5.7x its throughput,
+    /// with no busy misses. Off by default all the same, because every operation that
+    /// takes a CPU slot from a thread that is not on that CPU (`flush_cpu`, `flush`, `cached`, trims
     /// that reclaim idle slots, steals and exhaustion flushes, and `alloc_on` / `free_on`
     /// / `alloc_cached_where_on` for another CPU's slot) makes a `membarrier` system call,
     /// which a starving consumer in a hand-off pays on every poll. A simulator that drives
