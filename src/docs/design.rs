@@ -221,8 +221,8 @@
 //!
 //! The costs, measured on the 2-core machine of `BENCHMARKS.md`: the alloc/free pair on
 //! one thread costs 3.9 ns, 0.45x the slot protocol's two compare-and-swaps and 2.8x an
-//! owned `Vec`; of that, reading the CPU id (every address after it depends on it) is
-//! about 0.9 ns and the count's sequence about 0.3 ns. With more runnable threads than
+//! owned `Vec`; reading the CPU id, which every address after it depends on, is the
+//! largest part of that. With more runnable threads than
 //! CPUs it has no busy misses and runs at 5.7x the slot protocol's throughput (8 threads
 //! of pairs on 2 cores). Every remote take costs a system call and an interrupt of the
 //! slot's CPU, which aborts what runs there. Operations that take other CPUs' slots
