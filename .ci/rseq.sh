@@ -7,6 +7,9 @@
 #                       owns the slot (heap corruption or a lost item)
 #   commit_before_read  the pop of a one-word item commits before it loads the item, so an
 #                       abort between the two loses the item (`one_word_items`)
+#   count_before_commit the push of a copied item counts its hit inside its own section,
+#                       before the commit, so an abort in between counts it twice
+#                       (`hits_are_counted_once`)
 #
 # Where the cache cannot run sequences (another platform, an old kernel, valgrind), the
 # test checks the slot protocol and the mutants are skipped, saying so.
@@ -24,7 +27,7 @@ if ! grep -q 'restartable sequences: true' "$log"; then
 fi
 
 failed=0
-for mutant in fence_skipped commit_before_read; do
+for mutant in fence_skipped commit_before_read count_before_commit; do
   start=$SECONDS
   RUSTFLAGS="--cfg magazine_mutant=\"$mutant\"" CARGO_TARGET_DIR="target/rseq-mutant-$mutant" \
     cargo test --release --test rseq --no-run >"$log" 2>&1 || { cat "$log"; exit 1; }

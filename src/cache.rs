@@ -211,14 +211,16 @@ impl<S: Source> Cache<S> {
             .map(|cpu| CachePadded::new(Slot::new(config.magazine_size, sequences.then_some(cpu))))
             .collect();
         #[cfg(all(magazine_rseq, not(miri)))]
-        let sequences = sequences.then_some(()).and_then(|()| {
+        let sequences = if sequences {
             crate::rseq::Layout::new(
                 slots[0].field_addresses(),
                 core::mem::size_of::<CachePadded<Slot<S::Item>>>(),
                 slots.len(),
                 core::mem::size_of::<S::Item>(),
             )
-        });
+        } else {
+            None
+        };
         Self {
             slots,
             depot: Depot::new(&config, &options),
@@ -717,7 +719,7 @@ impl<S: Source> Cache<S> {
     /// ```
     pub fn try_flush(&self) {
         for (index, slot) in self.slots.iter().enumerate() {
-            let Some(mut slot) = slot.try_take() else {
+            let Some(mut slot) = slot.try_take_for_items() else {
                 continue;
             };
             let near = self.depot.near(index);
@@ -776,6 +778,11 @@ impl<S: Source> Cache<S> {
             busy_misses: counters.busy_misses.get(),
             exhaustion_flushes: counters.exhaustion_flushes.get(),
             steals: counters.steals.get(),
+            fenced_takes: self
+                .slots
+                .iter()
+                .map(|slot| slot.fenced_takes() as u64)
+                .sum(),
         }
     }
 
@@ -902,9 +909,23 @@ impl<S: Source> Cache<S> {
         layout: &crate::rseq::Layout,
         want: usize,
     ) -> Option<SlotGuard<'_, S::Item>> {
+        let taken = self.take_in_sequence(layout, want);
+        if taken.is_none() {
+            self.counters.busy_misses.add(1);
+        }
+        taken
+    }
+
+    /// [`take_slot_in_sequence`](Self::take_slot_in_sequence) without counting a miss.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    fn take_in_sequence(
+        &self,
+        layout: &crate::rseq::Layout,
+        want: usize,
+    ) -> Option<SlotGuard<'_, S::Item>> {
         use crate::rseq::Miss;
         // SAFETY: as in `alloc_in_sequence`.
-        let taken = match unsafe { crate::rseq::take(layout, want) } {
+        match unsafe { crate::rseq::take(layout, want) } {
             // SAFETY: the sequence's commit took slot `index` for us.
             Ok(index) => Some(unsafe { SlotGuard::new_unchecked(&self.slots[index]) }),
             Err(Miss::Busy) => None,
@@ -915,11 +936,19 @@ impl<S: Source> Cache<S> {
                 };
                 self.slots[index].try_take()
             }
-        };
-        if taken.is_none() {
-            self.counters.busy_misses.add(1);
         }
-        taken
+    }
+
+    /// Takes slot `index` again, for a slow path that gave it back while it ran the
+    /// source or looked elsewhere. With restartable sequences, a thread still on that
+    /// slot's CPU takes it with a sequence, not a fence (a fence would interrupt its own
+    /// CPU); never waits.
+    fn retake(&self, index: usize) -> Option<SlotGuard<'_, S::Item>> {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if let Some(layout) = &self.sequences {
+            return self.take_in_sequence(layout, index);
+        }
+        self.slots[index].try_take()
     }
 
     #[cold]
@@ -1043,7 +1072,7 @@ impl<S: Source> Cache<S> {
     /// it could reach.
     fn flush_until_found(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
         for (index, slot) in self.slots.iter().enumerate() {
-            let Some(mut slot) = slot.try_take() else {
+            let Some(mut slot) = slot.try_take_for_items() else {
                 continue;
             };
             let near = self.depot.near(index);
@@ -1088,7 +1117,7 @@ impl<S: Source> Cache<S> {
         };
         let rest = match home {
             Home::Handle(magazines) => install(magazines, found),
-            Home::Slot(index) => match self.slots[*index].try_take() {
+            Home::Slot(index) => match self.retake(*index) {
                 Some(mut slot) => slot.with(|magazines| install(magazines, found)),
                 None => Err(found),
             },
@@ -1132,7 +1161,7 @@ impl<S: Source> Cache<S> {
         match home {
             Home::Handle(magazines) => return in_pair(magazines),
             Home::Slot(index) => {
-                if let Some(mut slot) = self.slots[*index].try_take() {
+                if let Some(mut slot) = self.retake(*index) {
                     return slot.with(in_pair);
                 }
             }
@@ -1145,9 +1174,10 @@ impl<S: Source> Cache<S> {
             }
             return Some(item);
         }
-        self.slots
-            .iter()
-            .find_map(|slot| slot.try_take()?.with(|magazines| magazines.alloc()))
+        self.slots.iter().find_map(|slot| {
+            slot.try_take_for_items()?
+                .with(|magazines| magazines.alloc())
+        })
     }
 
     /// Takes a magazine from the first other CPU slot that is free and holds items into
@@ -1179,7 +1209,7 @@ impl<S: Source> Cache<S> {
             // SAFETY: none; this is the bug the model checkers must find.
             return Some(unsafe { SlotGuard::new_unchecked(slot) });
         }
-        slot.try_take()
+        slot.try_take_for_items()
     }
 
     /// The index of one of our slots, from its address.

@@ -77,6 +77,14 @@ impl<T> Magazine<T> {
         ]
     }
 
+    /// The address of the length of the magazine at `magazine`, computed without making a
+    /// reference: its owner may be using it on another thread (see `Slot::looks_empty`).
+    #[cfg(all(magazine_rseq, not(miri)))]
+    pub(crate) fn len_address(magazine: *const Self) -> *const usize {
+        // SAFETY: only an address is computed, inside the magazine `magazine` points to.
+        unsafe { ptr::addr_of!((*magazine).len) }
+    }
+
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0

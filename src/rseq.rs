@@ -287,8 +287,12 @@ macro_rules! enter_slot {
 /// CPU in `rax`; otherwise (29, also the abort handler 33) it finds the slot of the CPU it
 /// runs on now and starts the second sequence again. Then the exits, the abort handlers
 /// and the two descriptors. `eax` is 0 for a hit, 1 busy, 2 magazine, 3 elsewhere.
+/// (`@add` names the second sequence's instruction: for a mutant that counts elsewhere.)
 macro_rules! count_and_exit {
     ($counter:literal) => {
+        count_and_exit!(@add concat!("add qword ptr [rdx + {", $counter, "}], 1\n"))
+    };
+    (@add $add:expr) => {
         concat!(
             "23:\n",
             "lea rcx, [rip + 31f]\n",
@@ -296,9 +300,7 @@ macro_rules! count_and_exit {
             "24:\n",
             "cmp eax, dword ptr fs:[r8 + 4]\n",
             "jne 29f\n",
-            "add qword ptr [rdx + {",
-            $counter,
-            "}], 1\n",
+            $add,
             "28:\n",
             "xor eax, eax\n",
             "jmp 39f\n",
@@ -511,14 +513,16 @@ macro_rules! push_word {
 }
 
 /// The push of an item of `item_size` bytes at `$item` on the slot `$check` accepts,
-/// copied into the cell inside the section.
+/// copied into the cell inside the section. `$early` is empty, and `$count` the counting
+/// sequence's arguments (`count_and_exit!`), except in the mutant `count_before_commit`.
 macro_rules! push_bytes {
-    ($check:ident, $offset:expr, $layout:expr, $want:expr, $item:expr, $code:ident) => {
+    ($check:ident, $early:expr, $count:tt, $offset:expr, $layout:expr, $want:expr, $item:expr, $code:ident) => {
         core::arch::asm!(
             enter_slot!($check),
             "mov rdi, qword ptr [rdx + {len}]",
             "cmp rdi, qword ptr [rdx + {capacity}]",
             "jae 25f",
+            $early,
             "mov rcx, qword ptr [r9 + 24]",
             "imul rdi, rcx",
             "add rdi, qword ptr [rdx + {items}]",
@@ -530,7 +534,7 @@ macro_rules! push_bytes {
             "inc rcx",
             // The commit.
             "mov qword ptr [rdx + {len}], rcx",
-            count_and_exit!("free_hits"),
+            count_and_exit! $count,
             owner = const OWNER,
             items = const ITEMS,
             capacity = const CAPACITY,
@@ -677,8 +681,40 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
         // SAFETY: as above; the sequence copies the item into the cell.
         unsafe {
             match want {
-                ANY_CPU => push_bytes!(any_cpu, offset, layout_ptr, want, source, code),
-                _ => push_bytes!(want_cpu, offset, layout_ptr, want, source, code),
+                ANY_CPU if cfg!(magazine_mutant = "count_before_commit") => {
+                    // MUTANT: the hit is counted inside the push's own section, before its
+                    // commit: an abort in between counts it again when the section restarts.
+                    push_bytes!(
+                        any_cpu,
+                        "add qword ptr [rdx + {free_hits}], 1",
+                        (@add ""),
+                        offset,
+                        layout_ptr,
+                        want,
+                        source,
+                        code
+                    )
+                }
+                ANY_CPU => push_bytes!(
+                    any_cpu,
+                    "",
+                    ("free_hits"),
+                    offset,
+                    layout_ptr,
+                    want,
+                    source,
+                    code
+                ),
+                _ => push_bytes!(
+                    want_cpu,
+                    "",
+                    ("free_hits"),
+                    offset,
+                    layout_ptr,
+                    want,
+                    source,
+                    code
+                ),
             }
         }
     }
@@ -726,6 +762,29 @@ pub(crate) unsafe fn take(layout: &Layout, want: usize) -> Result<usize, Miss> {
         0 => Ok(index),
         code => Err(miss(code)),
     }
+}
+
+/// Loads a word that sequences on another CPU (or a slot's owner) may be writing, for a
+/// thief's look at a slot it has not taken (`Slot::looks_empty`). An `asm!` load: the
+/// race is the machine's, where an aligned word is read whole (one value that was
+/// stored there at some point), not a data race in Rust's memory model.
+///
+/// # Safety
+///
+/// `word` is aligned and points to memory that stays allocated during the call.
+#[inline]
+pub(crate) unsafe fn peek(word: *const usize) -> usize {
+    let value: usize;
+    // SAFETY: the caller's contract; the load writes nothing.
+    unsafe {
+        core::arch::asm!(
+            "mov {value}, qword ptr [{word}]",
+            word = in(reg) word,
+            value = out(reg) value,
+            options(nostack, preserves_flags, readonly),
+        )
+    };
+    value
 }
 
 /// Whether this process can run the sequences for a cache of `slots` slots: glibc

@@ -1,5 +1,7 @@
 //! A per-CPU slot: a loaded and a previous magazine that one thread at a time owns.
 
+#[cfg(all(magazine_rseq, not(miri)))]
+use crate::magazine::Magazine;
 use crate::pair::MagazinePair;
 use crate::stats::OwnedCounter;
 use crate::sync::{AtomicUsize, Backoff, Ordering, UnsafeCell};
@@ -55,6 +57,10 @@ pub(crate) struct Slot<T> {
     /// (the depot's `trimming` flag), so Relaxed suffices: it is a heuristic, and a wrong
     /// guess costs a reclaim or a missed one, never an item.
     idle_mark: AtomicUsize,
+    /// Fenced takes of this slot (each a `membarrier` system call that interrupts the
+    /// slot's CPU), counted by the taking thread: a read-modify-write, but only beside a
+    /// system call. Read Relaxed by `stats`.
+    fenced_takes: AtomicUsize,
 }
 
 // SAFETY: the magazines are accessed only by the thread that owns the slot (see `owner`),
@@ -78,6 +84,7 @@ impl<T> Slot<T> {
             depot_pops: OwnedCounter::default(),
             depot_pushes: OwnedCounter::default(),
             idle_mark: AtomicUsize::new(0),
+            fenced_takes: AtomicUsize::new(0),
         }
     }
 
@@ -128,6 +135,50 @@ impl<T> Slot<T> {
             .map(|_| unsafe { SlotGuard::new_unchecked(self) })
     }
 
+    /// Takes the slot for its items: [`try_take`](Self::try_take), except that a slot
+    /// whose CPU runs restartable sequences is first looked at without taking it, and
+    /// skipped when it [looks empty](Self::looks_empty): a thief that would find nothing
+    /// then pays no fence. For steals, the exhaustion flush and idle reclaim, which want
+    /// items and skip a slot that has none (or is busy) anyway.
+    #[inline]
+    pub(crate) fn try_take_for_items(&self) -> Option<SlotGuard<'_, T>> {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if self.fenced_cpu.is_some() && self.looks_empty() {
+            return None;
+        }
+        self.try_take()
+    }
+
+    /// Whether a look at the slot, without taking it, finds it owned or both its
+    /// magazines empty. Racy loads of words that sequences on the slot's CPU and owners
+    /// write: each reads a value that was there at some point. Skipping the slot is
+    /// then what a take at that point would have done: a slot that was owned is busy (a
+    /// take misses), and while it is free its `previous` does not change (only owners
+    /// change it) and a sequence changes only the loaded magazine's length, one commit
+    /// at a time; a free committed after our load comes after our look. (A look while an
+    /// owner swaps the magazines may see both empty: the slot was owned then.)
+    #[cfg(all(magazine_rseq, not(miri)))]
+    fn looks_empty(&self) -> bool {
+        let pair = self.magazines.with(|pair| pair);
+        // SAFETY: addresses inside this slot, which outlives the call; the loads are
+        // `peek`'s, not reads through references, so they do not race in Rust's model.
+        // Owner first: a slot seen free was free before its lengths were read (x86 does
+        // not reorder loads with older loads).
+        unsafe {
+            crate::rseq::peek(self.owner.as_ptr()) != FREE
+                || (crate::rseq::peek(Magazine::len_address(core::ptr::addr_of!((*pair).loaded)))
+                    == 0
+                    && crate::rseq::peek(Magazine::len_address(core::ptr::addr_of!(
+                        (*pair).previous
+                    ))) == 0)
+        }
+    }
+
+    /// Fenced takes of this slot so far.
+    pub(crate) fn fenced_takes(&self) -> usize {
+        self.fenced_takes.load(Ordering::Relaxed)
+    }
+
     /// The fenced take of a slot whose CPU runs restartable sequences (see `owner`).
     #[cfg(all(magazine_rseq, not(miri)))]
     #[cold]
@@ -136,6 +187,7 @@ impl<T> Slot<T> {
         self.owner
             .compare_exchange(FREE, token, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
+        self.fenced_takes.fetch_add(1, Ordering::Relaxed);
         if !cfg!(magazine_mutant = "fence_skipped") {
             // MUTANT (when skipped): a sequence that read `FREE` commits while we own it.
             crate::rseq::fence_cpu(cpu);

@@ -96,6 +96,14 @@ pub struct Stats {
     /// Magazines that a miss took from another CPU's slot because the source was found
     /// exhausted (instead of flushing them to the source and allocating one at a time).
     pub steals: u64,
+    /// Takes of a CPU slot that needed a fence: a `membarrier` system call that
+    /// interrupts the slot's CPU. Only in a cache that runs restartable sequences
+    /// ([`Options::restartable_sequences`](crate::Options::restartable_sequences)), where
+    /// a thread takes another CPU's slot that way: steals and flushes of an exhausted
+    /// allocation, `flush_cpu`, `flush`, idle reclaim, and `alloc_on`/`free_on` for a CPU
+    /// the thread is not on. A thread that wants a slot's items skips a slot that looks
+    /// empty without one.
+    pub fenced_takes: u64,
 }
 
 impl Stats {
@@ -174,7 +182,7 @@ impl fmt::Display for Stats {
         write!(
             f,
             "), source {} allocs {} frees, depot {} full {} empty (peak {}), \
-             {} pops {} pushes, {} trimmed, {} busy misses, {} exhaustion flushes, {} steals",
+             {} pops {} pushes, {} trimmed, {} busy misses, {} exhaustion flushes, {} steals, {} fenced takes",
             self.source_allocs,
             self.source_frees,
             self.depot_full,
@@ -185,7 +193,8 @@ impl fmt::Display for Stats {
             self.trimmed,
             self.busy_misses,
             self.exhaustion_flushes,
-            self.steals
+            self.steals,
+            self.fenced_takes
         )
     }
 }

@@ -323,3 +323,57 @@ fn hits_are_counted_once() {
     drop(cache);
     source.assert_all_home();
 }
+
+/// An exhausted allocation fences only slots that hold items: the first allocation on
+/// one CPU steals what another CPU's slot holds (one fenced take), and once everything
+/// is in the caller's hands, further allocations find nothing and make no fence at all
+/// (a consumer that polls an empty cache must not interrupt the other CPUs each time).
+#[test]
+fn exhausted_allocations_fence_only_slots_with_items() {
+    let cpus = allowed_cpus();
+    if cpus.len() < 2 {
+        eprintln!("one CPU allowed: nothing to steal across CPUs, skipped");
+        return;
+    }
+    let mut options = Options::default();
+    options.restartable_sequences = true;
+    // SAFETY: no preconditions.
+    let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    let config = Config {
+        magazine_size: 8,
+        cpus: cpus.len().max(usize::try_from(configured).unwrap_or(1)),
+        ..Config::default()
+    };
+    let source = Arc::new(Tracking::new(4));
+    let cache = Cache::with_options(Arc::clone(&source), config, options);
+    if !cache.runs_restartable_sequences() {
+        eprintln!("no restartable sequences here: skipped");
+        return;
+    }
+    thread::scope(|s| {
+        s.spawn(|| {
+            run_on(&cpus[..1]);
+            let ids: Vec<_> = (0..4).map(|_| cache.alloc().unwrap()).collect();
+            ids.into_iter().for_each(|id| cache.free(id));
+        });
+    });
+    let fences = || cache.stats().fenced_takes;
+    let before = fences();
+    thread::scope(|s| {
+        s.spawn(|| {
+            run_on(&cpus[1..2]);
+            let first = cache.alloc().expect("stolen from the first CPU's slot");
+            assert_eq!(fences() - before, 1, "one fence for the steal");
+            let mut held: Vec<_> = (0..3).map(|_| cache.alloc().unwrap()).collect();
+            held.push(first);
+            let steady = fences();
+            for _ in 0..100 {
+                assert_eq!(cache.alloc(), None, "all four items are held");
+            }
+            assert_eq!(fences(), steady, "a poll of an empty cache fenced a slot");
+            held.into_iter().for_each(|id| cache.free(id));
+        });
+    });
+    drop(cache);
+    source.assert_all_home();
+}

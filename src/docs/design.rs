@@ -229,9 +229,22 @@
 //! (`flush_cpu`, `flush`, `cached`, trims that reclaim idle slots, steals and exhaustion
 //! flushes, `alloc_on`/`free_on` for another CPU) are off the hot path except in one
 //! pattern: a consumer that outruns its producer finds the source exhausted on every poll
-//! and steals from the producer's CPU each time, so a hand-off between two threads runs
+//! and steals from the producer's CPU each time, so a hand-off between two threads can run
 //! several times slower than with the slot protocol. That is why the switch is off by
-//! default. A thread that holds a slot through its miss path still makes the other
+//! default. [`Stats::fenced_takes`] counts the fences.
+//!
+//! Threads that want a slot's items (steals, the exhaustion flush, [`Cache::try_flush`],
+//! idle reclaim) first look at the slot without taking it: racy loads of its owner word
+//! and of its two magazines' lengths (`Slot::looks_empty`). A slot that looks owned or
+//! empty is skipped with no fence. Skipping it is what a take at the moment of the look
+//! would have done: an owned slot is busy and a take would miss; while the slot is free
+//! only sequences change it, each with one store to the loaded magazine's length, so a
+//! length read then was the slot's content then, and a free committed after the look
+//! comes after it. An exhausted allocation then goes back to its own slot with a
+//! sequence, not a fence. So a consumer that polls a cache holding nothing makes no
+//! system call and interrupts no CPU (`tests/rseq.rs`,
+//! `exhausted_allocations_fence_only_slots_with_items`: 100 such polls made 400 fences
+//! before); only a slot that holds items costs one. A thread that holds a slot through its miss path still makes the other
 //! threads on that CPU miss (it was preempted while owning the slot); removing that
 //! would need the miss path itself to run in sequences (exchanging whole magazines with
 //! one commit, as tcmalloc's per-CPU caches do), which this version does not do.
@@ -287,4 +300,5 @@
 //! [`Stats::depot_full`]: crate::Stats::depot_full
 //! [`Stats::depot_empty`]: crate::Stats::depot_empty
 //! [`Stats::exhaustion_flushes`]: crate::Stats::exhaustion_flushes
+//! [`Stats::fenced_takes`]: crate::Stats::fenced_takes
 //! [`IovaDomain`]: crate::iova::IovaDomain
