@@ -312,7 +312,7 @@ impl<S: Source> Cache<S> {
     /// let b = cache.alloc_on(0).unwrap();
     /// cache.free_on(1, a); // cached on slot 1
     /// // The source is empty: alloc takes what is cached elsewhere (here it steals slot 1's
-    /// // magazine); a flush that keeps what it finds is the last resort.
+    /// // magazines); a flush that keeps what it finds is the last resort.
     /// assert_eq!(cache.alloc_on(0), Some(a));
     /// let stats = cache.stats();
     /// assert_eq!(stats.exhaustion_flushes, 1, "one allocation found the source exhausted");
@@ -1180,9 +1180,10 @@ impl<S: Source> Cache<S> {
         })
     }
 
-    /// Takes a magazine from the first other CPU slot that is free and holds items into
-    /// `thief` (both of whose magazines are empty); returns an item of it. Never waits:
-    /// busy slots are skipped, and so is `home`, the slot `thief` belongs to.
+    /// Takes the magazines of the first other CPU slot that is free and holds items into
+    /// `thief` (both of whose magazines are empty; see
+    /// [`MagazinePair::steal_from`]); returns an item of them. Never waits: busy slots are
+    /// skipped, and so is `home`, the slot `thief` belongs to.
     fn steal(&self, thief: &mut MagazinePair<S::Item>, home: Option<usize>) -> Option<S::Item> {
         // Start after the thief's slot, so that thieves spread out.
         let n = self.slots.len();

@@ -78,21 +78,18 @@ impl<T> MagazinePair<T> {
         mem::replace(&mut self.previous, mem::replace(&mut self.loaded, magazine))
     }
 
-    /// Both of our magazines are empty: take the best magazine of `victim` (another
-    /// owner's pair, e.g. a CPU slot we hold for the moment) and give it our empty
-    /// `loaded` in its place. Its `previous` when full, else whichever holds items.
-    /// Returns `false` when `victim` holds nothing.
+    /// Both of our magazines are empty: take both magazines of `victim` (another owner's
+    /// pair, e.g. a CPU slot we hold for the moment) and give it our two empty ones.
+    /// Both, not the better one: a thief takes a slot only when the source is exhausted,
+    /// and each take costs the victim's cache lines (and, with restartable sequences, a
+    /// fence that interrupts the victim's CPU), so one take brings everything the slot
+    /// holds. Returns `false` (changing nothing) when `victim` holds nothing.
     pub(crate) fn steal_from(&mut self, victim: &mut MagazinePair<T>) -> bool {
         debug_assert!(self.is_empty());
-        let best = if victim.previous.is_full() || victim.loaded.is_empty() {
-            &mut victim.previous
-        } else {
-            &mut victim.loaded
-        };
-        if best.is_empty() {
+        if victim.is_empty() {
             return false;
         }
-        mem::swap(&mut self.loaded, best);
+        mem::swap(self, victim);
         true
     }
 

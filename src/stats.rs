@@ -89,12 +89,13 @@ pub struct Stats {
     /// Operations that found their CPU slot taken by another thread (a miss, never a wait).
     pub busy_misses: u64,
     /// Allocations that found the source exhausted. Each then takes what is cached
-    /// elsewhere (a magazine from another CPU's slot: see `steals`), else flushes the
+    /// elsewhere (the magazines of another CPU's slot: see `steals`), else flushes the
     /// cache until it finds a magazine with an item, else asks the source again (see
     /// [the exhaustion rule](crate::docs::design#the-exhaustion-rule)).
     pub exhaustion_flushes: u64,
-    /// Magazines that a miss took from another CPU's slot because the source was found
-    /// exhausted (instead of flushing them to the source and allocating one at a time).
+    /// Takes of another CPU's slot's magazines (both of them, when both hold items) by an
+    /// allocation that found the source exhausted (instead of flushing them to the source
+    /// and allocating one at a time).
     pub steals: u64,
     /// Takes of a CPU slot that needed a fence: a `membarrier` system call that
     /// interrupts the slot's CPU. Only in a cache that runs restartable sequences

@@ -163,8 +163,9 @@
 //! `alloc_iova_fast(..., flush_rcache = true)` does, after trying what is cheaper:
 //!
 //! 1. when the source returns `None`, the allocation first takes what is cached
-//!    elsewhere: a depot magazine, else a magazine taken from another CPU's slot (a
-//!    steal; busy slots are skipped);
+//!    elsewhere: a depot magazine, else the magazines of another CPU's slot (a steal,
+//!    which takes both magazines of the slot, so that one take of a slot brings all it
+//!    holds; busy slots are skipped);
 //! 2. only when nothing cached is within reach, it flushes, one such flush at a time (an
 //!    allocation that arrives during another's flush keeps trying step 1 until that flush
 //!    ends): it empties every CPU slot it can take (skipping slots other threads hold),
