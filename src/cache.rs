@@ -1191,15 +1191,47 @@ impl<S: Source> Cache<S> {
         let others = (0..n)
             .map(|i| (start + i) % n)
             .filter(|&index| Some(index) != home);
-        let stolen = others.map(|index| &self.slots[index]).any(|slot| {
-            Self::take_victim(slot)
-                .is_some_and(|mut victim| victim.with(|victim| thief.steal_from(victim)))
-        });
+        let stolen = others
+            .map(|index| &self.slots[index])
+            .any(|slot| Self::steal_from_slot(slot, thief));
         if !stolen {
             return None;
         }
         self.counters.steals.add(1);
         thief.alloc()
+    }
+
+    /// Moves the magazines of `slot` that hold items into `thief` (see
+    /// [`MagazinePair::steal_from`]); `false` when it is busy or holds nothing. Never
+    /// waits. On a CPU that runs restartable sequences, a slot that looks empty is
+    /// skipped, and a slot whose `previous` magazine holds items gives just that one,
+    /// through a claim (no sequence touches `previous`), without the fence that its
+    /// loaded magazine would cost: a system call and an interrupt of its CPU, which a
+    /// consumer that outruns a producer would otherwise pay on most polls.
+    fn steal_from_slot(slot: &Slot<S::Item>, thief: &mut MagazinePair<S::Item>) -> bool {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if slot.runs_sequences() {
+            if slot.looks_empty() {
+                return false;
+            }
+            let Some(mut claim) = slot.try_claim() else {
+                return false;
+            };
+            if cfg!(magazine_mutant = "claim_takes_loaded") {
+                // MUTANT: the claim moves the loaded magazine too, with no fence.
+                core::mem::forget(claim);
+                // SAFETY: none; a sequence that read `FREE` before the claim may commit
+                // into the loaded magazine: the bug the stress test must find.
+                let mut victim = unsafe { SlotGuard::new_unchecked(slot) };
+                return victim.with(|victim| thief.steal_from(victim));
+            }
+            if thief.steal_magazine(claim.previous()) {
+                return true;
+            }
+            return claim.fence().with(|victim| thief.steal_from(victim));
+        }
+        Self::take_victim(slot)
+            .is_some_and(|mut victim| victim.with(|victim| thief.steal_from(victim)))
     }
 
     /// Takes a slot whose magazines another thread wants (a steal, an idle reclaim); never

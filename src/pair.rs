@@ -93,6 +93,18 @@ impl<T> MagazinePair<T> {
         true
     }
 
+    /// Both of our magazines are empty: take `magazine` (another owner's, e.g. the
+    /// `previous` of a CPU slot we claimed) as `loaded` and give it our empty `loaded` in
+    /// its place. Returns `false` (changing nothing) when `magazine` is empty.
+    pub(crate) fn steal_magazine(&mut self, magazine: &mut Magazine<T>) -> bool {
+        debug_assert!(self.is_empty());
+        if magazine.is_empty() {
+            return false;
+        }
+        mem::swap(&mut self.loaded, magazine);
+        true
+    }
+
     /// The newest item of either magazine that `accept` takes.
     #[inline]
     pub(crate) fn alloc_where(&mut self, mut accept: impl FnMut(&T) -> bool) -> Option<T> {

@@ -38,7 +38,8 @@
 //! `RSEQ_SIG = 0x53053053` on x86_64 (written here as the operand of a `ud1`, so that a
 //! disassembler reads an instruction, as in the kernel's selftests). A sequence stores its
 //! descriptor's address in `rseq_cs`, reads `cpu_id`, does its work with loads and stores
-//! that nobody can see yet, and ends with exactly one store, the *commit*: either the
+//! that nobody can see yet, and ends with exactly one store, the *commit* (for [`take`],
+//! a `lock cmpxchg`, which stores or does not, in one instruction): either the
 //! thread ran on that CPU from the read of `cpu_id` to the commit without any other
 //! thread running there, or the commit never happens. Every abort handler here jumps back
 //! to the store of `rseq_cs` and starts over.
@@ -51,13 +52,16 @@
 //! yet (beyond the magazine's length, or in the caller's output buffer), so it is never
 //! read.
 //!
-//! Threads on other CPUs cannot be excluded by a sequence; they take the slot with the
-//! slot's fenced protocol (`src/slot.rs`, `Slot::owner`), whose fence is [`fence_cpu`]:
+//! Threads on other CPUs cannot be excluded by a sequence; they claim the slot
+//! (`src/slot.rs`, `Slot::owner`: a compare-and-swap of their token, which gives them
+//! the `previous` magazine, untouched by sequences) and, to take the loaded magazine
+//! too, fence it with [`fence_cpu`]:
 //! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, MEMBARRIER_CMD_FLAG_CPU, cpu)`
 //! (Linux 5.10), which returns once every sequence in flight on `cpu` has been aborted
-//! or has committed, and its stores are visible. It costs a system call and an IPI, so
-//! only operations off the hot path take slots that way: flushes, trims, steals, and
-//! `alloc_on`/`free_on` for a CPU the caller is not on.
+//! or has committed, and its stores are visible. A fence costs a system call and an
+//! interrupt of that CPU (9 us on the 2-core guest of `BENCHMARKS.md`, 0.4 us for the
+//! caller's own CPU), so only operations off the hot path fence: flushes, trims, steals
+//! that find `previous` empty, and `alloc_on`/`free_on` for a CPU the caller is not on.
 //!
 //! The ordering the sequences rely on is x86's: a load is not reordered with older loads,
 //! nor a store with older stores, so a sequence that reads `FREE` in the owner word then
@@ -724,9 +728,43 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
     }
 }
 
+/// The take sequence with `$commit`, its commit: on entry `rax` holds `FREE` and `rcx`
+/// `TAKEN`, and the zero flag after it tells whether the slot was taken. Sets `$code`
+/// and `$index` (the slot's).
+macro_rules! take_sequence {
+    ($commit:literal, $layout:expr, $want:expr, $code:ident, $index:ident) => {
+        core::arch::asm!(
+            enter_slot!(either_cpu),
+            "mov rsi, rax",
+            "xor eax, eax",
+            "mov ecx, 1",
+            $commit,
+            "23:",
+            "jne 26f",
+            "xor eax, eax",
+            "jmp 39f",
+            exits!(),
+            "39:",
+            descriptor!(30, "21b", "23b", "32b"),
+            owner = const OWNER,
+            in("r8") $layout.area,
+            in("r9") $layout as *const Layout,
+            in("r10") $want,
+            out("rax") $code,
+            out("rcx") _,
+            out("rdx") _,
+            out("rsi") $index,
+            options(nostack),
+        )
+    };
+}
+
 /// Takes the slot of the CPU the thread runs on (or only of `want`) if nobody owns it,
-/// with a store of `TAKEN` as the commit; returns the slot's index. The caller then owns
-/// the slot (`Slot::owner`), wherever it runs next.
+/// with a compare-and-swap of `FREE` to `TAKEN` as the commit; returns the slot's index.
+/// The caller then owns the slot (`Slot::owner`), wherever it runs next. A
+/// compare-and-swap, not a plain store, so that the commit cannot overwrite the token of
+/// a thread on another CPU that claimed the slot after this sequence read `FREE`: such a
+/// claim owns the slot's `previous` magazine without a fence (`Slot::try_claim`).
 ///
 /// # Safety
 ///
@@ -736,27 +774,26 @@ pub(crate) unsafe fn take(layout: &Layout, want: usize) -> Result<usize, Miss> {
     let (code, index): (usize, usize);
     // SAFETY: as in `alloc`; the sequence writes only the owner word, with its commit.
     unsafe {
-        core::arch::asm!(
-            enter_slot!(either_cpu),
-            // The commit.
-            "mov qword ptr [rdx + {owner}], 1",
-            "23:",
-            "mov rsi, rax",
-            "xor eax, eax",
-            "jmp 39f",
-            exits!(),
-            "39:",
-            descriptor!(30, "21b", "23b", "32b"),
-            owner = const OWNER,
-            in("r8") layout.area,
-            in("r9") layout as *const Layout,
-            in("r10") want,
-            out("rax") code,
-            out("rcx") _,
-            out("rdx") _,
-            out("rsi") index,
-            options(nostack),
-        );
+        if cfg!(magazine_mutant = "take_commits_with_store") {
+            // MUTANT: a plain store of `TAKEN` (the zero flag still set by the `xor`),
+            // which overwrites the token of a claim made after the owner check.
+            take_sequence!(
+                "mov qword ptr [rdx + {owner}], rcx",
+                layout,
+                want,
+                code,
+                index
+            )
+        } else {
+            // When the compare-and-swap fails, the slot was claimed since the check: busy.
+            take_sequence!(
+                "lock cmpxchg qword ptr [rdx + {owner}], rcx",
+                layout,
+                want,
+                code,
+                index
+            )
+        }
     }
     match code {
         0 => Ok(index),

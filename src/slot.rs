@@ -23,20 +23,23 @@ pub(crate) struct Slot<T> {
     /// |--------------|---------|-------------------------------------------------------------------|
     /// | `FREE`       | free    | any thread: `compare_exchange(FREE, TAKEN, Acquire)` -> it owns it; with restartable sequences, see below |
     /// | `TAKEN`      | owned   | the owner only: `store(FREE, Release)` when it is done           |
-    /// | a token >= 2 | owned, or being taken, by a thread on another CPU (restartable sequences only) | as `TAKEN` |
+    /// | a token >= 2 | claimed, or owned, by a thread on another CPU (restartable sequences only) | the claimant only: `store(FREE, Release)` |
     ///
     /// The Release store publishes the owner's writes to the magazines; the Acquire CAS of
-    /// the next owner receives them.
+    /// the next owner receives them. Every write of anything but `FREE` is a
+    /// compare-and-swap from `FREE`, so nobody overwrites an owner's value.
     ///
     /// When the cache runs restartable sequences (`src/rseq.rs`), threads on the slot's
-    /// own CPU read this word and change the magazines inside a sequence, without a
-    /// read-modify-write, and take the slot with a plain store of `TAKEN` as a sequence's
-    /// commit. Everybody else takes it with [`try_take`](Self::try_take)'s *fenced*
-    /// protocol: CAS `FREE` to its token, then a `membarrier` that aborts any sequence in
-    /// flight on the CPU (one that read `FREE` before the CAS), then a load: the thread
-    /// owns the slot if the word still holds its token; if a sequence's take committed
-    /// `TAKEN` over it in between, that sequence owns the slot and the fenced take missed.
-    /// A token names one thread, so no other take can put it back.
+    /// own CPU read this word and change the loaded magazine inside a sequence, without a
+    /// read-modify-write, while the word is `FREE`; they take the slot with a sequence
+    /// whose commit is a compare-and-swap of `FREE` to `TAKEN`. No sequence touches the
+    /// `previous` magazine. Everybody else *claims* the slot
+    /// ([`try_claim`](Self::try_claim)): a CAS of `FREE` to a token naming the thread.
+    /// The claim owns `previous` at once, but not the loaded magazine: a sequence that read
+    /// `FREE` before the CAS may still commit into it. The *fenced take*
+    /// ([`try_take`](Self::try_take), [`SlotClaim::fence`]) adds a `membarrier` that
+    /// aborts or completes every such sequence on the slot's CPU; then the whole slot is
+    /// the claimant's.
     owner: AtomicUsize,
     /// Hits of restartable sequences, counted by a second sequence on the CPU that ran
     /// them: written only there (so a plain add suffices), read Relaxed by `stats`.
@@ -135,6 +138,13 @@ impl<T> Slot<T> {
             .map(|_| unsafe { SlotGuard::new_unchecked(self) })
     }
 
+    /// Whether the slot's CPU runs restartable sequences on it (takes from elsewhere are
+    /// fenced, and claims are possible).
+    #[cfg(all(magazine_rseq, not(miri)))]
+    pub(crate) fn runs_sequences(&self) -> bool {
+        self.fenced_cpu.is_some()
+    }
+
     /// Takes the slot for its items: [`try_take`](Self::try_take), except that a slot
     /// whose CPU runs restartable sequences is first looked at without taking it, and
     /// skipped when it [looks empty](Self::looks_empty): a thief that would find nothing
@@ -158,7 +168,7 @@ impl<T> Slot<T> {
     /// at a time; a free committed after our load comes after our look. (A look while an
     /// owner swaps the magazines may see both empty: the slot was owned then.)
     #[cfg(all(magazine_rseq, not(miri)))]
-    fn looks_empty(&self) -> bool {
+    pub(crate) fn looks_empty(&self) -> bool {
         let pair = self.magazines.with(|pair| pair);
         // SAFETY: addresses inside this slot, which outlives the call; the loads are
         // `peek`'s, not reads through references, so they do not race in Rust's model.
@@ -179,27 +189,35 @@ impl<T> Slot<T> {
         self.fenced_takes.load(Ordering::Relaxed)
     }
 
-    /// The fenced take of a slot whose CPU runs restartable sequences (see `owner`).
+    /// The fenced take of a slot whose CPU runs restartable sequences (see `owner`): a
+    /// claim, then the fence.
     #[cfg(all(magazine_rseq, not(miri)))]
     #[cold]
     fn try_take_fenced(&self, cpu: usize) -> Option<SlotGuard<'_, T>> {
+        self.claim(cpu).map(SlotClaim::fence)
+    }
+
+    /// Claims the slot from a thread that may run on another CPU, when its CPU runs
+    /// restartable sequences (`None` otherwise, and when somebody owns it): the first half
+    /// of the fenced take (see `owner`), with no system call. The claim owns the slot's
+    /// `previous` magazine, which no sequence touches, but not its loaded magazine, which
+    /// a sequence that read `FREE` before the claim may still change;
+    /// [`SlotClaim::fence`] makes it a whole take.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    pub(crate) fn try_claim(&self) -> Option<SlotClaim<'_, T>> {
+        self.claim(self.fenced_cpu?)
+    }
+
+    #[cfg(all(magazine_rseq, not(miri)))]
+    fn claim(&self, cpu: usize) -> Option<SlotClaim<'_, T>> {
         let token = crate::sync::thread_index() + 2;
+        // Acquire: receives the last owner's writes (its Release store of `FREE`). Every
+        // other writer of the word compare-and-swaps from `FREE` too (take sequences
+        // included, `rseq::take`), so the token stays until we store `FREE`.
         self.owner
             .compare_exchange(FREE, token, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
-        self.fenced_takes.fetch_add(1, Ordering::Relaxed);
-        if !cfg!(magazine_mutant = "fence_skipped") {
-            // MUTANT (when skipped): a sequence that read `FREE` commits while we own it.
-            crate::rseq::fence_cpu(cpu);
-        }
-        // Acquire: a sequence's take that committed over our token and then gave the slot
-        // back published its writes with its Release store (we do not own it then, but
-        // the load must not be satisfied before the fence).
-        (self.owner.load(Ordering::Acquire) == token)
-            // SAFETY: our CAS wrote our token, and after the fence no sequence that read
-            // `FREE` can commit: the word still holding our token means nobody took the
-            // slot over it, and nobody else writes a token of ours.
-            .then(|| unsafe { SlotGuard::new_unchecked(self) })
+        Some(SlotClaim { slot: self, cpu })
     }
 
     /// The address of the owner word and of the loaded magazine's storage pointer,
@@ -277,6 +295,55 @@ impl<'a, T> SlotGuard<'a, T> {
     /// The slot (for its counters, which only the owner writes).
     pub(crate) fn slot(&self) -> &'a Slot<T> {
         self.slot
+    }
+}
+
+/// A claim of a slot whose CPU runs restartable sequences ([`Slot::try_claim`]): the
+/// slot's `previous` magazine is ours, its loaded one is not (a sequence in flight may
+/// still commit into it). Gives the slot back on drop, with the same Release store as a
+/// [`SlotGuard`].
+#[cfg(all(magazine_rseq, not(miri)))]
+pub(crate) struct SlotClaim<'a, T> {
+    slot: &'a Slot<T>,
+    /// The slot's CPU, the one to fence.
+    cpu: usize,
+}
+
+#[cfg(all(magazine_rseq, not(miri)))]
+impl<'a, T> SlotClaim<'a, T> {
+    /// The slot's `previous` magazine.
+    pub(crate) fn previous(&mut self) -> &mut Magazine<T> {
+        // SAFETY: our token in the owner word keeps out every other owner (all of them
+        // compare-and-swap from `FREE`), and no sequence touches `previous`. The
+        // reference covers `previous` alone: none is made to the loaded magazine, which
+        // sequences may still change, nor to the pair.
+        self.slot
+            .magazines
+            .with_mut(|pair| unsafe { &mut *core::ptr::addr_of_mut!((*pair).previous) })
+    }
+
+    /// Fences the slot's CPU (`rseq::fence_cpu`: a system call and an interrupt of that
+    /// CPU): every sequence that read `FREE` before the claim has then been aborted or has
+    /// committed, with its stores visible to us, and every later one sees our token and
+    /// misses. The whole slot is then ours.
+    pub(crate) fn fence(self) -> SlotGuard<'a, T> {
+        let claim = core::mem::ManuallyDrop::new(self);
+        if !cfg!(magazine_mutant = "fence_skipped") {
+            // MUTANT (when skipped): a sequence that read `FREE` commits while we own it.
+            crate::rseq::fence_cpu(claim.cpu);
+        }
+        claim.slot.fenced_takes.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: our claim's token is in the owner word and stays there (see `claim`),
+        // and after the fence no sequence that read `FREE` can still commit.
+        unsafe { SlotGuard::new_unchecked(claim.slot) }
+    }
+}
+
+#[cfg(all(magazine_rseq, not(miri)))]
+impl<T> Drop for SlotClaim<'_, T> {
+    fn drop(&mut self) {
+        // Release: publishes what we did to `previous` to the next owner.
+        self.slot.owner.store(FREE, Ordering::Release);
     }
 }
 

@@ -103,8 +103,11 @@ impl Source for Words {
     }
 }
 
-/// Runs the stress on a cache of `magazine_size` and `depot` over `make(tracking)`.
-fn stress<S>(magazine_size: usize, depot: DepotPolicy, make: fn(Arc<Tracking>) -> S)
+/// Runs the stress on a cache of `magazine_size` and `depot` over `make(tracking)`, a
+/// tracking source of `pool` ids. Workers hold up to 64 ids each: with a pool below
+/// `64 * THREADS` the source runs dry, and allocations steal from other CPUs' slots
+/// (claims and fenced takes) and flush.
+fn stress<S>(magazine_size: usize, depot: DepotPolicy, pool: u32, make: fn(Arc<Tracking>) -> S)
 where
     S: Source + Sync,
     S::Item: Send,
@@ -121,7 +124,7 @@ where
     };
     let mut options = Options::default();
     options.restartable_sequences = true;
-    let source = Arc::new(Tracking::new(4096));
+    let source = Arc::new(Tracking::new(pool));
     let cache = Cache::with_options(make(Arc::clone(&source)), config, options);
     eprintln!(
         "restartable sequences: {}",
@@ -234,13 +237,31 @@ fn magazines_of_four_working_set() {
             target: 2,
             trim: Trim::WorkingSet,
         },
+        4096,
+        |tracking| tracking,
+    );
+}
+
+/// The source runs dry all the time: steals (a claimed `previous`, a fenced loaded
+/// magazine) and exhaustion flushes race the sequences, the migrations and the signals.
+#[test]
+fn exhausted_pool() {
+    stress(
+        4,
+        DepotPolicy::Dynamic {
+            target: 2,
+            trim: Trim::WorkingSet,
+        },
+        256,
         |tracking| tracking,
     );
 }
 
 #[test]
 fn magazines_of_one_fixed_depot() {
-    stress(1, DepotPolicy::Fixed { max_full: 2 }, |tracking| tracking);
+    stress(1, DepotPolicy::Fixed { max_full: 2 }, 4096, |tracking| {
+        tracking
+    });
 }
 
 #[test]
@@ -251,6 +272,7 @@ fn one_word_items() {
             target: 2,
             trim: Trim::WorkingSet,
         },
+        4096,
         Words,
     );
 }
@@ -324,10 +346,10 @@ fn hits_are_counted_once() {
     source.assert_all_home();
 }
 
-/// An exhausted allocation fences only slots that hold items: the first allocation on
-/// one CPU steals what another CPU's slot holds (one fenced take), and once everything
-/// is in the caller's hands, further allocations find nothing and make no fence at all
-/// (a consumer that polls an empty cache must not interrupt the other CPUs each time).
+/// An exhausted allocation fences only what needs it: a slot's `previous` magazine comes
+/// through a claim with no fence, its loaded magazine with one, and once everything is
+/// in the caller's hands further allocations find nothing and make no fence at all (a
+/// consumer that polls an empty cache must not interrupt the other CPUs each time).
 #[test]
 fn exhausted_allocations_fence_only_slots_with_items() {
     let cpus = allowed_cpus();
@@ -340,7 +362,7 @@ fn exhausted_allocations_fence_only_slots_with_items() {
     // SAFETY: no preconditions.
     let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
     let config = Config {
-        magazine_size: 8,
+        magazine_size: 2,
         cpus: cpus.len().max(usize::try_from(configured).unwrap_or(1)),
         ..Config::default()
     };
@@ -354,6 +376,7 @@ fn exhausted_allocations_fence_only_slots_with_items() {
         s.spawn(|| {
             run_on(&cpus[..1]);
             let ids: Vec<_> = (0..4).map(|_| cache.alloc().unwrap()).collect();
+            // Two full magazines on this CPU's slot: `previous` and loaded.
             ids.into_iter().for_each(|id| cache.free(id));
         });
     });
@@ -362,15 +385,25 @@ fn exhausted_allocations_fence_only_slots_with_items() {
     thread::scope(|s| {
         s.spawn(|| {
             run_on(&cpus[1..2]);
-            let first = cache.alloc().expect("stolen from the first CPU's slot");
-            assert_eq!(fences() - before, 1, "one fence for the steal");
-            let mut held: Vec<_> = (0..3).map(|_| cache.alloc().unwrap()).collect();
-            held.push(first);
-            let steady = fences();
+            let mut held = vec![cache.alloc().expect("the other slot's previous magazine")];
+            held.push(cache.alloc().expect("a hit"));
+            assert_eq!(
+                fences(),
+                before,
+                "a claimed previous magazine needs no fence"
+            );
+            held.push(cache.alloc().expect("the other slot's loaded magazine"));
+            held.push(cache.alloc().expect("a hit"));
+            assert_eq!(fences() - before, 1, "one fence for the loaded magazine");
             for _ in 0..100 {
                 assert_eq!(cache.alloc(), None, "all four items are held");
             }
-            assert_eq!(fences(), steady, "a poll of an empty cache fenced a slot");
+            assert_eq!(
+                fences() - before,
+                1,
+                "a poll of an empty cache fenced a slot"
+            );
+            assert_eq!(cache.stats().steals, 2);
             held.into_iter().for_each(|id| cache.free(id));
         });
     });

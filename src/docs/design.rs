@@ -208,17 +208,27 @@
 //! that read `FREE` just before a remote compare-and-swap still commits after it; (b) a
 //! fence that runs before the remote thread has marked the slot lets the next sequence
 //! start on a slot it does not know is taken. The cache does both, in this order: the
-//! remote thread writes a token of its own into the owner word with a compare-and-swap
-//! from `FREE`, fences the slot's CPU, and then reads the owner word again. Every sequence
-//! that starts after the compare-and-swap sees the token and misses; every sequence that
-//! read `FREE` before it has been aborted or has committed when the fence returns. One
-//! such commit is a take sequence's `TAKEN`, a plain store that may overwrite the token:
-//! then the sequence owns the slot and the remote take missed, which the final read
-//! tells (a token names one thread, so no one else can have written it back). A hit's
-//! count is a second, short sequence that adds one to a counter of the slot it hit, if
-//! the thread still runs on that slot's CPU, else to the counter of the slot of the CPU
-//! it runs on now: each counter is written only by sequences on its CPU, so a plain add
-//! suffices and `Stats` stay exact with no read-modify-write on a shared line.
+//! remote thread *claims* the slot, writing a token of its own into the owner word with a
+//! compare-and-swap from `FREE`, then fences the slot's CPU. Every sequence that starts
+//! after the claim sees the token and misses; every sequence that read `FREE` before it
+//! has been aborted or has committed when the fence returns. The take sequence of a miss
+//! commits with a compare-and-swap of `FREE` to `TAKEN` (a `lock cmpxchg`: a commit is
+//! one instruction, not necessarily a plain store), so it cannot overwrite a token: once
+//! the claim's compare-and-swap succeeds, the token stays until its owner stores `FREE`.
+//!
+//! The fence is needed for the loaded magazine only. Sequences touch nothing else of a
+//! slot (its owner word, the loaded magazine's length and cells, and the hit counters),
+//! so a claim alone, with no fence, owns the slot's `previous` magazine. A steal, which
+//! wants a magazine with items, uses that: it claims the slot, takes `previous` when it
+//! holds items and gives the claim back, and fences only when the items are all in the
+//! loaded magazine. A fence costs 9 us here (a system call and an interrupt of the
+//! slot's CPU, against 0.4 us for the caller's own CPU); a consumer that outruns its
+//! producer finds the producer's `previous` full in about half its steals.
+//!
+//! A hit's count is a second, short sequence that adds one to a counter of the slot it
+//! hit, if the thread still runs on that slot's CPU, else to the counter of the slot of
+//! the CPU it runs on now: each counter is written only by sequences on its CPU, so a
+//! plain add suffices and `Stats` stay exact with no read-modify-write on a shared line.
 //!
 //! The costs, measured on the 2-core machine of `BENCHMARKS.md`: the alloc/free pair on
 //! one thread costs 3.9 ns, 0.45x the slot protocol's two compare-and-swaps and 2.8x an
