@@ -204,11 +204,19 @@ impl<S: Source> Cache<S> {
             "Config::magazine_size must be at least 1"
         );
         assert!(config.cpus > 0, "Config::cpus must be at least 1");
-        let sequences = options.restartable_sequences
-            && options.current_cpu.is_none()
-            && sequences_available(config.cpus);
+        // The CPUs whose slots sequences run on, when the cache runs them: the others
+        // (slots beyond the CPUs the system may bring up) never see a sequence, so they
+        // are taken with a plain compare-and-swap, no fence, from anywhere.
+        let sequence_cpus = match options.restartable_sequences && options.current_cpu.is_none() {
+            true => sequences_available(config.cpus),
+            false => None,
+        };
+        let sequences = sequence_cpus.is_some();
         let slots: Box<[CachePadded<Slot<S::Item>>]> = (0..config.cpus)
-            .map(|cpu| CachePadded::new(Slot::new(config.magazine_size, sequences.then_some(cpu))))
+            .map(|cpu| {
+                let fenced = (cpu < sequence_cpus.unwrap_or(0)).then_some(cpu);
+                CachePadded::new(Slot::new(config.magazine_size, fenced))
+            })
             .collect();
         #[cfg(all(magazine_rseq, not(miri)))]
         let sequences = if sequences {
@@ -1404,14 +1412,15 @@ impl<T> Drop for Rescue<'_, T> {
     }
 }
 
-/// Whether a cache of `slots` slots can run restartable sequences here.
-fn sequences_available(slots: usize) -> bool {
+/// The number of CPUs that may run restartable sequences on the slots of a cache of
+/// `slots` slots, when it can run them here (see `rseq::available`).
+fn sequences_available(slots: usize) -> Option<usize> {
     #[cfg(all(magazine_rseq, not(miri)))]
     return crate::rseq::available(slots);
     #[cfg(not(all(magazine_rseq, not(miri))))]
     {
         let _ = slots;
-        false
+        None
     }
 }
 

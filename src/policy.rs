@@ -168,12 +168,17 @@ pub struct Options {
     ///
     /// On the machine of `BENCHMARKS.md` an alloc/free pair on one thread costs 0.45x the
     /// slot protocol's, and 8 threads of pairs on 2 cores run at 5.7x its throughput,
-    /// with no busy misses. Off by default all the same, because every operation that
-    /// takes a CPU slot from a thread that is not on that CPU (`flush_cpu`, `flush`, `cached`, trims
-    /// that reclaim idle slots, steals and exhaustion flushes, and `alloc_on` / `free_on`
-    /// / `alloc_cached_where_on` for another CPU's slot) makes a `membarrier` system call,
-    /// which a starving consumer in a hand-off pays on every poll. A simulator that drives
-    /// many slots from one thread with the `_on` calls should leave it off.
+    /// with no busy misses. Off by default all the same, because an operation that
+    /// takes the slot of a CPU from a thread that is not on that CPU (`flush_cpu`,
+    /// `flush`, `cached`, trims that reclaim idle slots, exhaustion flushes, steals that
+    /// need the loaded magazine, and `alloc_on` / `free_on` / `alloc_cached_where_on` for
+    /// another CPU's slot) makes a `membarrier` system call that interrupts that CPU
+    /// (about 9 us there). Steals that find the other slot's `previous` magazine full,
+    /// and polls of a cache that holds nothing, need none (see
+    /// [`Stats::fenced_takes`](crate::Stats::fenced_takes)). Slots beyond the CPUs the
+    /// system may bring up never run sequences, so the `_on` calls take them with a
+    /// compare-and-swap as without; a simulator that drives the slots of the real CPUs
+    /// from one thread with the `_on` calls should leave it off.
     ///
     /// When off, or where unavailable, every operation takes its slot with a
     /// compare-and-swap: the portable protocol that loom and shuttle check.

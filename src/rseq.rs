@@ -824,11 +824,12 @@ pub(crate) unsafe fn peek(word: *const usize) -> usize {
     value
 }
 
-/// Whether this process can run the sequences for a cache of `slots` slots: glibc
-/// registered an area for the calling thread, every CPU the system may bring up has a
-/// slot of its own, and the kernel provides the `membarrier` rseq fence (registered for
-/// the process here, once).
-pub(crate) fn available(slots: usize) -> bool {
+/// The number of CPUs the system may bring up, when this process can run the sequences
+/// for a cache of `slots` slots: glibc registered an area for the calling thread, every
+/// such CPU has a slot of its own (slots at and above the number never see a sequence),
+/// and the kernel provides the `membarrier` rseq fence (registered for the process here,
+/// once). `None` otherwise.
+pub(crate) fn available(slots: usize) -> Option<usize> {
     static STATE: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 yes, 2 no
     let supported = match STATE.load(Ordering::Relaxed) {
         0 => {
@@ -840,7 +841,9 @@ pub(crate) fn available(slots: usize) -> bool {
     };
     // SAFETY: `sysconf` has no preconditions; it returns -1 on failure.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    supported && usize::try_from(cpus).is_ok_and(|cpus| cpus > 0 && cpus <= slots)
+    usize::try_from(cpus)
+        .ok()
+        .filter(|&cpus| supported && cpus > 0 && cpus <= slots)
 }
 
 const MEMBARRIER_CMD_QUERY: libc::c_int = 0;

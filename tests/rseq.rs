@@ -410,3 +410,53 @@ fn exhausted_allocations_fence_only_slots_with_items() {
     drop(cache);
     source.assert_all_home();
 }
+
+/// Slots beyond the CPUs the system may bring up never run a sequence, so the `_on` calls
+/// take them with a compare-and-swap, from any thread, without a fence; the slots of the
+/// real CPUs other than the caller's need one.
+#[test]
+fn slots_beyond_the_cpus_take_no_fence() {
+    // SAFETY: no preconditions.
+    let configured = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) })
+        .unwrap_or(1)
+        .max(1);
+    let mut options = Options::default();
+    options.restartable_sequences = true;
+    let config = Config {
+        magazine_size: 2,
+        cpus: configured + 2,
+        ..Config::default()
+    };
+    let source = Arc::new(Tracking::new(8));
+    let cache = Cache::with_options(Arc::clone(&source), config, options);
+    if !cache.runs_restartable_sequences() {
+        eprintln!("no restartable sequences here: skipped");
+        return;
+    }
+    let beyond = configured + 1;
+    for _ in 0..100 {
+        let id = cache.alloc_on(beyond).unwrap();
+        cache.free_on(beyond, id);
+    }
+    assert_eq!(
+        cache.stats().fenced_takes,
+        0,
+        "a slot beyond the CPUs was fenced"
+    );
+    let cpus = allowed_cpus();
+    if cpus.len() >= 2 {
+        thread::scope(|s| {
+            s.spawn(|| {
+                run_on(&cpus[..1]);
+                let id = cache.alloc_on(cpus[1]).unwrap();
+                cache.free_on(cpus[1], id);
+            });
+        });
+        assert!(
+            cache.stats().fenced_takes >= 1,
+            "another real CPU's slot was taken without a fence"
+        );
+    }
+    drop(cache);
+    source.assert_all_home();
+}
