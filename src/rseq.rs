@@ -411,33 +411,64 @@ macro_rules! commit_then_read {
     };
 }
 
-/// The pop of a one-word item on the slot `$check` accepts, ending with `$end` (the load
-/// of the item and the commit): sets `$word` to the item and `$code` to the outcome.
-macro_rules! pop_word {
-    ($check:ident, $end:ident, $offset:expr, $layout:expr, $want:expr, $word:ident, $code:ident) => {
+/// A hit's sequence on the slot `$check` accepts: `enter_slot!`, the operation's `$body`
+/// (which ends with the commit), then the counting sequence (`count_and_exit!`'s
+/// arguments `$count`). The operand lists differ only in the item's register (`r11`:
+/// `$item`) and in the offsets the body names (`$fields`, besides `owner`); `$code` gets
+/// the outcome.
+macro_rules! sequence {
+    (
+        $check:ident,
+        [$($body:expr),* $(,)?],
+        $count:tt,
+        ($($fields:tt)*),
+        ($($item:tt)*),
+        $offset:expr,
+        $layout:expr,
+        $want:expr,
+        $code:ident
+    ) => {
         core::arch::asm!(
             enter_slot!($check),
-            "mov rdi, qword ptr [rdx + {len}]",
-            "test rdi, rdi",
-            "jz 25f",
-            "mov rsi, qword ptr [rdx + {items}]",
-            "dec rdi",
-            $end!(),
-            count_and_exit!("alloc_hits"),
+            $($body,)*
+            count_and_exit! $count,
             owner = const OWNER,
-            items = const ITEMS,
-            len = const LEN,
-            alloc_hits = const ALLOC_HITS,
+            $($fields)*
             in("r8") $offset,
             in("r9") $layout,
             in("r10") $want,
-            out("r11") $word,
+            $($item)*,
             out("rax") $code,
             out("rcx") _,
             out("rdx") _,
             out("rsi") _,
             out("rdi") _,
             options(nostack),
+        )
+    };
+}
+
+/// The pop of a one-word item on the slot `$check` accepts, ending with `$end` (the load
+/// of the item and the commit): sets `$word` to the item and `$code` to the outcome.
+macro_rules! pop_word {
+    ($check:ident, $end:ident, $offset:expr, $layout:expr, $want:expr, $word:ident, $code:ident) => {
+        sequence!(
+            $check,
+            [
+                "mov rdi, qword ptr [rdx + {len}]",
+                "test rdi, rdi",
+                "jz 25f",
+                "mov rsi, qword ptr [rdx + {items}]",
+                "dec rdi",
+                $end!(),
+            ],
+            ("alloc_hits"),
+            (items = const ITEMS, len = const LEN, alloc_hits = const ALLOC_HITS,),
+            (out("r11") $word),
+            $offset,
+            $layout,
+            $want,
+            $code
         )
     };
 }
@@ -446,39 +477,33 @@ macro_rules! pop_word {
 /// copied to `$out` inside the section.
 macro_rules! pop_bytes {
     ($check:ident, $offset:expr, $layout:expr, $want:expr, $out:expr, $code:ident) => {
-        core::arch::asm!(
-            enter_slot!($check),
-            "mov rdi, qword ptr [rdx + {len}]",
-            "test rdi, rdi",
-            "jz 25f",
-            "dec rdi",
-            "mov rcx, qword ptr [r9 + 24]",
-            "mov rsi, rdi",
-            "imul rsi, rcx",
-            "add rsi, qword ptr [rdx + {items}]",
-            "mov rdi, r11",
-            "rep movsb",
-            // The new length again: no register is left to keep it (`r10` must still
-            // hold `want` if the section restarts).
-            "mov rcx, qword ptr [rdx + {len}]",
-            "dec rcx",
-            // The commit.
-            "mov qword ptr [rdx + {len}], rcx",
-            count_and_exit!("alloc_hits"),
-            owner = const OWNER,
-            items = const ITEMS,
-            len = const LEN,
-            alloc_hits = const ALLOC_HITS,
-            in("r8") $offset,
-            in("r9") $layout,
-            in("r10") $want,
-            in("r11") $out,
-            out("rax") $code,
-            out("rcx") _,
-            out("rdx") _,
-            out("rsi") _,
-            out("rdi") _,
-            options(nostack),
+        sequence!(
+            $check,
+            [
+                "mov rdi, qword ptr [rdx + {len}]",
+                "test rdi, rdi",
+                "jz 25f",
+                "dec rdi",
+                "mov rcx, qword ptr [r9 + 24]",
+                "mov rsi, rdi",
+                "imul rsi, rcx",
+                "add rsi, qword ptr [rdx + {items}]",
+                "mov rdi, r11",
+                "rep movsb",
+                // The new length again: no register is left to keep it (`r10` must still
+                // hold `want` if the section restarts).
+                "mov rcx, qword ptr [rdx + {len}]",
+                "dec rcx",
+                // The commit.
+                "mov qword ptr [rdx + {len}], rcx",
+            ],
+            ("alloc_hits"),
+            (items = const ITEMS, len = const LEN, alloc_hits = const ALLOC_HITS,),
+            (in("r11") $out),
+            $offset,
+            $layout,
+            $want,
+            $code
         )
     };
 }
@@ -486,32 +511,30 @@ macro_rules! pop_bytes {
 /// The push of a one-word item (`r11`) on the slot `$check` accepts.
 macro_rules! push_word {
     ($check:ident, $offset:expr, $layout:expr, $want:expr, $word:expr, $code:ident) => {
-        core::arch::asm!(
-            enter_slot!($check),
-            "mov rdi, qword ptr [rdx + {len}]",
-            "cmp rdi, qword ptr [rdx + {capacity}]",
-            "jae 25f",
-            "mov rsi, qword ptr [rdx + {items}]",
-            "mov qword ptr [rsi + 8 * rdi], r11",
-            "inc rdi",
-            // The commit.
-            "mov qword ptr [rdx + {len}], rdi",
-            count_and_exit!("free_hits"),
-            owner = const OWNER,
-            items = const ITEMS,
-            capacity = const CAPACITY,
-            len = const LEN,
-            free_hits = const FREE_HITS,
-            in("r8") $offset,
-            in("r9") $layout,
-            in("r10") $want,
-            in("r11") $word,
-            out("rax") $code,
-            out("rcx") _,
-            out("rdx") _,
-            out("rsi") _,
-            out("rdi") _,
-            options(nostack),
+        sequence!(
+            $check,
+            [
+                "mov rdi, qword ptr [rdx + {len}]",
+                "cmp rdi, qword ptr [rdx + {capacity}]",
+                "jae 25f",
+                "mov rsi, qword ptr [rdx + {items}]",
+                "mov qword ptr [rsi + 8 * rdi], r11",
+                "inc rdi",
+                // The commit.
+                "mov qword ptr [rdx + {len}], rdi",
+            ],
+            ("free_hits"),
+            (
+                items = const ITEMS,
+                capacity = const CAPACITY,
+                len = const LEN,
+                free_hits = const FREE_HITS,
+            ),
+            (in("r11") $word),
+            $offset,
+            $layout,
+            $want,
+            $code
         )
     };
 }
@@ -521,39 +544,37 @@ macro_rules! push_word {
 /// sequence's arguments (`count_and_exit!`), except in the mutant `count_before_commit`.
 macro_rules! push_bytes {
     ($check:ident, $early:expr, $count:tt, $offset:expr, $layout:expr, $want:expr, $item:expr, $code:ident) => {
-        core::arch::asm!(
-            enter_slot!($check),
-            "mov rdi, qword ptr [rdx + {len}]",
-            "cmp rdi, qword ptr [rdx + {capacity}]",
-            "jae 25f",
-            $early,
-            "mov rcx, qword ptr [r9 + 24]",
-            "imul rdi, rcx",
-            "add rdi, qword ptr [rdx + {items}]",
-            "mov rsi, r11",
-            "rep movsb",
-            // The new length again: no register is left to keep it (`r10` must still
-            // hold `want` if the section restarts).
-            "mov rcx, qword ptr [rdx + {len}]",
-            "inc rcx",
-            // The commit.
-            "mov qword ptr [rdx + {len}], rcx",
-            count_and_exit! $count,
-            owner = const OWNER,
-            items = const ITEMS,
-            capacity = const CAPACITY,
-            len = const LEN,
-            free_hits = const FREE_HITS,
-            in("r8") $offset,
-            in("r9") $layout,
-            in("r10") $want,
-            in("r11") $item,
-            out("rax") $code,
-            out("rcx") _,
-            out("rdx") _,
-            out("rsi") _,
-            out("rdi") _,
-            options(nostack),
+        sequence!(
+            $check,
+            [
+                "mov rdi, qword ptr [rdx + {len}]",
+                "cmp rdi, qword ptr [rdx + {capacity}]",
+                "jae 25f",
+                $early,
+                "mov rcx, qword ptr [r9 + 24]",
+                "imul rdi, rcx",
+                "add rdi, qword ptr [rdx + {items}]",
+                "mov rsi, r11",
+                "rep movsb",
+                // The new length again: no register is left to keep it (`r10` must still
+                // hold `want` if the section restarts).
+                "mov rcx, qword ptr [rdx + {len}]",
+                "inc rcx",
+                // The commit.
+                "mov qword ptr [rdx + {len}], rcx",
+            ],
+            $count,
+            (
+                items = const ITEMS,
+                capacity = const CAPACITY,
+                len = const LEN,
+                free_hits = const FREE_HITS,
+            ),
+            (in("r11") $item),
+            $offset,
+            $layout,
+            $want,
+            $code
         )
     };
 }
