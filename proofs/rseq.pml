@@ -1,16 +1,20 @@
 /*
  * rseq.pml -- the restartable-sequence (Linux rseq) per-CPU fast path of src/rseq.rs
- * (the sequences alloc, free and take: enter_slot!, the one commit each) against the
- * fenced take of src/slot.rs (Slot::try_take_fenced: CAS FREE -> token, rseq::fence_cpu
- * = membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, FLAG_CPU, cpu), the load of the
- * owner word), as src/cache.rs uses them (alloc_in_sequence / free_in_sequence, on a miss
- * take_slot_in_sequence and the slot's owner path, SlotGuard's Drop; Cache::flush_cpu /
- * flush as the remote flusher).  The step-to-function table is in proofs/README.md,
- * section 5.
+ * (the sequences alloc, free and take: enter_slot!, the one commit each; take's commit
+ * is a lock cmpxchg of FREE to TAKEN) against the claims of src/slot.rs (Slot::try_claim:
+ * CAS FREE -> token; SlotClaim::previous; SlotClaim::fence = rseq::fence_cpu =
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, FLAG_CPU, cpu); Slot::try_take_fenced
+ * = claim + fence, with no load of the owner word after it), as src/cache.rs uses them
+ * (alloc_in_sequence / free_in_sequence, on a miss take_slot_in_sequence and the slot's
+ * owner path, SlotGuard's Drop; Cache::steal / steal_from_slot as the remote thief,
+ * Cache::flush_cpu as the remote flusher).  The step-to-function table is in
+ * proofs/README.md, section 5.
  *
  * State: per CPU c one slot: owner[c] (FREE 0, TAKEN 1, a token >= 2 naming one thread),
- * the loaded magazine mlen[c] and cells items[c * CAP ..] (CAP 2; a cell at or above len
- * may hold anything: an old item, 0 = never written).  Items 1..NITEMS are distinct ids.
+ * the loaded magazine mlen[c] and cells items[c * CAP ..], the previous magazine plen[c]
+ * and cells pitems[c * CAP ..] (CAP 2 each; a cell at or above its len may hold
+ * anything: an old item, 0 = never written).  Items 1..NITEMS are distinct ids.
+ * Sequences touch only owner[c] and the loaded magazine, never the previous one.
  *
  * The kernel (proctype kernel, plus run_here and membarrier):
  *   - a worker is in a sequence (inseq) from its read of cpu_id, step (1), until its
@@ -29,57 +33,89 @@
  *   - membarrier(c) aborts, in one step, the sequence in flight on CPU c, if any; one
  *     that committed before is done (the real fence's IPI arrives at some moment: a
  *     sequence that commits before it is this model's commit before the fence step).
- * The flusher runs on a CPU of its own (not modelled): its steps preempt nobody (on a
- * modelled CPU it would only abort more sequences, a subset of these behaviours).
+ * The remote thread (thief and flusher) runs on a CPU of its own (not modelled): its
+ * steps preempt nobody (on a modelled CPU it would only abort more sequences, a subset
+ * of these behaviours).
  *
  * Steps of a sequence: (1)-(3) are one step (the rseq_cs store, the read of cpu_id,
  * the want check, the slot index, the owner load: cpu_id changes only by the worker's
- * own migration, which aborts), then (4) the len load, (5) the item load (alloc) or
- * the store of the item into the cell at len (free), (6) the commit, each a step.
- * An item travels in a register (rseq.rs copies items of other sizes with rep movsb
- * into the caller's buffer or the cell beyond len: the same non-commit stores).
+ * own migration, which aborts), then for alloc and free (4) the len load, (5) the item
+ * load (alloc) or the store of the item into the cell at len (free), (6) the commit,
+ * each a step; for take (4) the commit: lock cmpxchg [owner], TAKEN expecting FREE (a
+ * failed CAS exits Busy).  An item travels in a register (rseq.rs copies items of other
+ * sizes with rep movsb into the caller's buffer or the cell beyond len: the same
+ * non-commit stores).
+ *
+ * Holders of a slot (owner[c] != FREE): the take sequence's committer (TAKEN: the whole
+ * slot), or a claimant (its token; Slot::try_claim's CAS FREE -> token).  A claimant
+ * owns the previous magazine at once, not the loaded one: a sequence that read FREE
+ * before the claim may still commit into it.  SlotClaim::fence upgrades it: after the
+ * membarrier on the slot's CPU the whole slot is its (a confirmed owner).  Every write
+ * of a value other than FREE is a CAS from FREE, so nothing overwrites a token or
+ * TAKEN, and the fenced take does not look at the owner word again.
  *
  * Processes: NW = 2 workers (worker 1 on CPU W1CPU, worker 2 on W2CPU), OPS operations
  * each: alloc, or free of an item it holds (Cache::alloc / free with sequences).
  *   alloc: the alloc sequence; on any miss (alloc_after_sequence) the take sequence
  *     (take_slot_in_sequence); with the slot taken, the owner path (refills one item
- *     from the outside into the magazine, or not; then pops one, or takes one from the
- *     outside when empty), then the release store; when the take misses (Busy): an item
- *     from the outside (alloc_busy);
- *   free: the free sequence; on a miss the take sequence and the owner path (spills the
- *     top item to the outside when full, pushes the item), else the item to the outside
- *     (free_busy).
+ *     from the outside into the loaded magazine, or not; then MagazinePair::alloc: pops
+ *     one; when loaded is empty and previous holds items, swaps the two first; when
+ *     both are empty, takes one from the outside), then the release store; when the
+ *     take misses (Busy): an item from the outside (alloc_busy);
+ *   free: the free sequence; on a miss the take sequence and the owner path
+ *     (MagazinePair::free: when loaded is full, swaps it with previous if previous is
+ *     not full, else spills loaded's top item to the outside; pushes the item), else
+ *     the item to the outside (free_busy).
  * With -DW1WANT=c worker 1 calls alloc_on / free_on(c) instead: its sequences run only
  * on CPU c (else the Elsewhere miss), and a take sequence that finds it elsewhere takes
  * slot c with the fenced take, as take_slot_in_sequence does.  The owner's steps on a
- * magazine are two each: the loads (and a store into the cell at len), then the store
- * of the new len.  The flusher (Cache::flush_cpu(c) for c in 0 .. FLUSH_SLOTS-1,
- * FLUSHES rounds): the fenced take; if it owns the slot, every item of the magazine to
- * the outside, then the release store; a miss stores nothing and moves on (flush_cpu's
- * Slot::take retries: a second round is that retry).  "Outside" (insrc) stands for the
- * source and the depot: all that is neither a slot's magazine nor in a thread's hands.
+ * magazine are two each: the loads (and a store into the cell at len), then the stores
+ * (the new len; a swap's cells and lengths).
+ * The remote thread, on slot RSLOT (0): first STEALS steals (Cache::steal_from_slot:
+ * a racy look at the owner word and both lengths, skipping a slot that is owned or holds
+ * nothing (Slot::looks_empty); the claim; if previous holds items, the whole previous
+ * magazine to the thief (MagazinePair::steal_magazine: out of the slot), and the release
+ * store, no fence; else the fence (SlotClaim::fence), both magazines to the thief
+ * (steal_from), the release store), then FLUSHES rounds of Cache::flush_cpu(c) for c in
+ * 0 .. FLUSH_SLOTS-1 (the fenced take: claim + fence; every item of both magazines to
+ * the outside; the release store; a missed claim stores nothing and moves on:
+ * flush_cpu's Slot::take retries, a second round is that retry).  "Outside" (insrc)
+ * stands for the source, the depot and the thief's own magazines: all that is neither
+ * a slot's magazine nor in a thread's hands.
  *
  * Checked after every step that moves an item (check()):
  *   - conservation: every item in exactly one place (the outside, one thread's hands,
- *     one cell below len of one magazine); every cell below len holds a real item;
- *     len <= CAP; an alloc commit hands out a real item nobody holds.
- * Checked at each commit and each fenced take (skipped with -DONLY_CONSERVATION):
+ *     one cell below mlen of a loaded magazine, one cell below plen of a previous
+ *     magazine); every cell below a len holds a real item; lens <= CAP; an alloc commit
+ *     hands out a real item nobody holds.
+ * Checked at each commit, claim and fence (skipped with -DONLY_CONSERVATION):
  *   - mutual exclusion: a sequence never commits (alloc, free or take) on a slot while
  *     a confirmed owner holds it (confirmed[c]: the take sequence that committed TAKEN,
- *     or a fenced taker whose load after the fence found its token); a fenced take
- *     confirms only a slot nobody has confirmed; owner steps assert they are the owner.
- * Checked at the end: every owner word FREE, nobody confirmed, conservation.
+ *     or a claimant after its fence); a take commit and a claim find the slot held by
+ *     nobody (held[c]); a fence confirms only a slot nobody has confirmed;
+ *   - previous in use: every step on a previous magazine is by a holder of the slot,
+ *     and the steps of one use of it (a swap, a steal, a flush) never overlap another
+ *     thread's (ghost prevuse[c]).
+ * Always: owner steps on the loaded magazine assert they are a confirmed owner; claimant
+ * steps assert they hold the slot.
+ * Checked at the end: every owner word FREE, nobody holding, conservation.
  *
  * Negative controls (run with -DONLY_CONSERVATION: the trail ends at lost/duplicated
- * items, not at the exclusion assertion):
+ * items, not at the exclusion assertions):
  * -DCOMMIT_NOT_LAST     the free sequence stores len + 1 first, then the item into the
  *                       cell (an abort in between leaves a garbage cell below len).
  * -DCOMMIT_BEFORE_READ  the alloc sequence stores len - 1 first, then reads the item
  *                       (an abort in between loses the item beyond len).
  * -DNO_OWNER_CHECK      the alloc and free sequences do not check the owner word.
- * -DNO_MEMBARRIER       the fenced take skips the fence (the crate's mutant
+ * -DNO_MEMBARRIER       SlotClaim::fence skips the fence (the crate's mutant
  *                       fence_skipped).
- * -DMISS_STORES_FREE    a fenced take that missed stores FREE anyway.
+ * -DTAKE_STORES         the take sequence commits with a plain store of TAKEN (the old
+ *                       commit; the crate's mutant take_commits_with_store), while the
+ *                       fenced take does not re-check the owner word.
+ * -DCLAIM_TOUCHES_LOADED the thief's claim takes both magazines with no fence (the
+ *                       crate's mutant claim_takes_loaded).
+ * -DCLAIM_NO_CAS        the claim loads the owner word, then stores its token if it was
+ *                       FREE: two steps instead of one CAS.
  */
 
 #ifndef NCPU
@@ -91,11 +127,20 @@
 #ifndef OPS
 #define OPS     2
 #endif
+#ifndef STEALS
+#define STEALS  1       /* the remote thread's steals from slot RSLOT, first */
+#endif
 #ifndef FLUSHES
-#define FLUSHES 1       /* rounds of flush_cpu(0 .. FLUSH_SLOTS-1) */
+#define FLUSHES 1       /* then its rounds of flush_cpu(0 .. FLUSH_SLOTS-1) */
 #endif
 #ifndef FLUSH_SLOTS
 #define FLUSH_SLOTS 1   /* the flusher flushes slots 0 .. FLUSH_SLOTS-1 */
+#endif
+#ifndef RSLOT
+#define RSLOT   0       /* the thief's victim slot */
+#endif
+#ifndef PREV
+#define PREV    1       /* 1: item 2 starts in slot 0's previous magazine */
 #endif
 #ifndef MIGRATIONS
 #define MIGRATIONS 2    /* kernel: migrations of a worker, in all */
@@ -114,11 +159,11 @@
 #endif
 #define CAP     2       /* Config::magazine_size */
 #define NITEMS  3
-#define NPROC   (NW + 3)        /* init, workers 1..NW, the flusher, the kernel */
+#define NPROC   (NW + 3)        /* init, workers 1..NW, the remote thread, the kernel */
 
 #define FREE    0               /* Slot::owner: slot.rs FREE */
 #define TAKEN   1               /* slot.rs TAKEN */
-#define TOKEN   (_pid + 2)      /* try_take_fenced: thread_index() + 2, one per thread */
+#define TOKEN   (_pid + 2)      /* Slot::claim: thread_index() + 2, one per thread */
 #define BIT     (1 << _pid)
 #define NOCPU   255
 
@@ -133,9 +178,13 @@
 byte owner[NCPU];               /* Slot::owner */
 byte mlen[NCPU];                /* the loaded magazine's len (slot offset LEN) */
 byte items[NCPU * CAP];         /* the loaded magazine's cells (through ITEMS) */
-bool insrc[NITEMS + 1];         /* ghost: the item is outside (source, depot) */
+byte plen[NCPU];                /* the previous magazine's len */
+byte pitems[NCPU * CAP];        /* the previous magazine's cells */
+bool insrc[NITEMS + 1];         /* ghost: the item is outside (source, depot, thief) */
 byte hand[NITEMS + 1];          /* ghost: pid holding it, 0 = nobody */
-byte confirmed[NCPU];           /* ghost: bit p set while process p is a confirmed owner */
+byte held[NCPU];                /* ghost: bit p set while process p holds the slot (take or claim) */
+byte confirmed[NCPU];           /* ghost: bit p set while process p owns the whole slot */
+byte prevuse[NCPU];             /* ghost: bit p set while process p is in a use of previous */
 byte cpu[NPROC];                /* the CPU each worker runs on (rseq cpu_id) */
 bool inseq[NPROC];              /* in a sequence, not aborted, not yet committed */
 bool aborted[NPROC];            /* its sequence was aborted: next step is the handler */
@@ -148,10 +197,15 @@ byte nwindow;                   /* mutants: sequences between their two stores *
 hidden byte ck_i, ck_c, ck_s, ck_k;     /* temporaries within one atomic step */
 
 #ifdef ONLY_CONSERVATION
-#define EXCL(c)  skip
+#define EXCL(c)         skip
+#define NOBODY_HOLDS(c) skip
+#define PREV_ENTER(c)   prevuse[c] = prevuse[c] | BIT
 #else
-#define EXCL(c)  assert(confirmed[c] == 0)      /* no confirmed owner at a commit */
+#define EXCL(c)         assert(confirmed[c] == 0)       /* no confirmed owner at a commit */
+#define NOBODY_HOLDS(c) assert(held[c] == 0)            /* a take commit, a claim */
+#define PREV_ENTER(c)   assert(held[c] & BIT); assert(prevuse[c] == 0); prevuse[c] = prevuse[c] | BIT
 #endif
+#define PREV_EXIT(c)    prevuse[c] = prevuse[c] & ~BIT
 
 inline check() {
 #if defined(COMMIT_NOT_LAST) || defined(COMMIT_BEFORE_READ)
@@ -162,11 +216,16 @@ inline check() {
     do
     :: ck_s >= NCPU -> break
     :: else ->
-        assert(mlen[ck_s] <= CAP);
+        assert(mlen[ck_s] <= CAP && plen[ck_s] <= CAP);
         ck_k = 0;
         do
         :: ck_k >= mlen[ck_s] -> break
         :: else -> assert(items[ck_s * CAP + ck_k] >= 1 && items[ck_s * CAP + ck_k] <= NITEMS); ck_k++
+        od;
+        ck_k = 0;
+        do
+        :: ck_k >= plen[ck_s] -> break
+        :: else -> assert(pitems[ck_s * CAP + ck_k] >= 1 && pitems[ck_s * CAP + ck_k] <= NITEMS); ck_k++
         od;
         ck_s++
     od;
@@ -184,6 +243,11 @@ inline check() {
             :: ck_k >= mlen[ck_s] -> break
             :: else -> if :: items[ck_s * CAP + ck_k] == ck_i -> ck_c++ :: else fi; ck_k++
             od;
+            ck_k = 0;
+            do
+            :: ck_k >= plen[ck_s] -> break
+            :: else -> if :: pitems[ck_s * CAP + ck_k] == ck_i -> ck_c++ :: else fi; ck_k++
+            od;
             ck_s++
         od;
         assert(ck_c == 1);              /* item ck_i in exactly one place */
@@ -199,7 +263,7 @@ inline check() {
 /* ---- the kernel ---- */
 
 /* the calling worker runs on cpu[_pid]: a sequence of another worker in flight there has
- * been preempted, hence aborted (a no-op for the flusher, which is on no modelled CPU) */
+ * been preempted, hence aborted (a no-op for the remote thread, which is on no modelled CPU) */
 inline run_here() {
     ck_k = 1;
     do
@@ -437,19 +501,34 @@ inline free_seq() {
     od
 }
 
-/* rseq::take: the commit is the store of TAKEN; the caller then owns slot c wherever it
- * runs next */
+/* rseq::take: the commit is lock cmpxchg [owner], TAKEN expecting FREE (a failed CAS:
+ * the slot was claimed since the owner load, Busy); the caller then owns slot c
+ * wherever it runs next */
 inline take_seq() {
     do
     :: {
         enter_slot(1, 3);
         if
         :: res != NONE -> break
-        :: d_step { res == NONE ->                                /* (4) THE COMMIT: owner = TAKEN */
+        :: d_step { res == NONE ->                                /* (4) THE COMMIT */
                 run_here();
-                EXCL(c);
-                owner[c] = TAKEN; confirmed[c] = confirmed[c] | BIT; inseq[_pid] = 0; res = HIT;
-                printf("P%d take seq: COMMIT owner[%d] = TAKEN\n", _pid, c)
+#ifndef TAKE_STORES
+                if
+                :: owner[c] == FREE ->
+                    EXCL(c); NOBODY_HOLDS(c);
+                    owner[c] = TAKEN; held[c] = held[c] | BIT; confirmed[c] = confirmed[c] | BIT;
+                    inseq[_pid] = 0; res = HIT;
+                    printf("P%d take seq: COMMIT cmpxchg owner[%d] FREE -> TAKEN\n", _pid, c)
+                :: else ->
+                    inseq[_pid] = 0; res = BUSY;
+                    printf("P%d take seq: cmpxchg fails (owner[%d] = %d): Busy\n", _pid, c, owner[c])
+                fi
+#else
+                EXCL(c); NOBODY_HOLDS(c);       /* MUTANT: the old plain store */
+                owner[c] = TAKEN; held[c] = held[c] | BIT; confirmed[c] = confirmed[c] | BIT;
+                inseq[_pid] = 0; res = HIT;
+                printf("P%d take seq (mutant): COMMIT owner[%d] = TAKEN (a plain store)\n", _pid, c)
+#endif
            }
         fi;
         break
@@ -457,59 +536,83 @@ inline take_seq() {
     od
 }
 
-/* ---- the fenced take (Slot::try_take_fenced) and the owner's steps ---- */
+/* ---- claims (Slot::try_claim, SlotClaim), the fence, and the owner's steps ---- */
 
-inline fenced_take(s, got) {
-    d_step {                                    /* (a) owner.compare_exchange(FREE, token) */
+/* Slot::claim: owner.compare_exchange(FREE, token); got = whether it holds the slot */
+inline claim(s, got) {
+#ifndef CLAIM_NO_CAS
+    d_step {
         run_here();
         if
-        :: owner[s] == FREE -> owner[s] = TOKEN; got = 1;
-           printf("P%d fenced take of slot %d: CAS FREE -> token %d\n", _pid, s, TOKEN)
+        :: owner[s] == FREE ->
+            NOBODY_HOLDS(s);
+            owner[s] = TOKEN; held[s] = held[s] | BIT; got = 1;
+            printf("P%d claims slot %d: CAS FREE -> token %d\n", _pid, s, TOKEN)
         :: else -> got = 0;
-           printf("P%d fenced take of slot %d: CAS fails (owner %d): miss\n", _pid, s, owner[s])
+            printf("P%d claim of slot %d: CAS fails (owner %d): miss\n", _pid, s, owner[s])
+        fi
+    }
+#else
+    d_step {                                    /* MUTANT: a load ... */
+        run_here();
+        if
+        :: owner[s] == FREE -> got = 1;
+            printf("P%d claim of slot %d (mutant): loads FREE\n", _pid, s)
+        :: else -> got = 0;
+            printf("P%d claim of slot %d (mutant): loads owner %d: miss\n", _pid, s, owner[s])
         fi
     };
     if
     :: got ->
-#ifndef NO_MEMBARRIER
-        membarrier(s);                          /* (b) rseq::fence_cpu */
-#else
-        printf("P%d fenced take (mutant): no membarrier\n", _pid);
-#endif
-        d_step {                                /* (c) owner.load(Acquire) == token */
+        d_step {                                /* ... then a plain store of the token */
             run_here();
-            if
-            :: owner[s] == TOKEN ->
-                EXCL(s); confirmed[s] = confirmed[s] | BIT;
-                printf("P%d fenced take: owner[%d] still token %d: owns the slot\n", _pid, s, TOKEN)
-            :: else ->
-                got = 0;
-#ifndef MISS_STORES_FREE
-                printf("P%d fenced take: owner[%d] = %d, not its token: missed, stores nothing\n", _pid, s, owner[s])
-#else
-                owner[s] = FREE;                /* MUTANT */
-                printf("P%d fenced take (mutant): owner[%d] was not its token: missed, stores FREE\n", _pid, s)
-#endif
-            fi
+            NOBODY_HOLDS(s);
+            owner[s] = TOKEN; held[s] = held[s] | BIT;
+            printf("P%d claim of slot %d (mutant): stores token %d\n", _pid, s, TOKEN)
         }
+    :: else
+    fi
+#endif
+}
+
+/* SlotClaim::fence: rseq::fence_cpu(s), then the whole slot is the claimant's; no load
+ * of the owner word after it */
+inline fence(s) {
+#ifndef NO_MEMBARRIER
+    membarrier(s);
+#else
+    printf("P%d fence (mutant): no membarrier\n", _pid);
+#endif
+    d_step {
+        assert(held[s] & BIT);
+        EXCL(s); confirmed[s] = confirmed[s] | BIT;
+        printf("P%d owns slot %d (token %d, fenced)\n", _pid, s, TOKEN)
+    }
+}
+
+/* Slot::try_take_fenced: the claim, then the fence */
+inline fenced_take(s, got) {
+    claim(s, got);
+    if
+    :: got -> fence(s)
     :: else
     fi
 }
 
 inline mine(s) { assert(confirmed[s] & BIT) }
 
-/* SlotGuard's Drop: owner.store(FREE, Release) */
+/* SlotGuard's Drop and SlotClaim's Drop: owner.store(FREE, Release) */
 inline release(s) {
     d_step {
-        run_here(); mine(s);
-        confirmed[s] = confirmed[s] & ~BIT; owner[s] = FREE;
+        run_here(); assert(held[s] & BIT);
+        held[s] = held[s] & ~BIT; confirmed[s] = confirmed[s] & ~BIT; owner[s] = FREE;
         printf("P%d releases slot %d: owner = FREE\n", _pid, s)
     }
 }
 
-/* The owner's steps on slot s's magazine: plain loads and stores, as MagazinePair's
+/* The owner's steps on slot s's magazines: plain loads and stores, as MagazinePair's
  * methods do them, in two steps each: the loads (and a store into the cell at len,
- * invisible below len), then the store of the new len.  l and r are the registers. */
+ * invisible below len), then the stores.  l and r are the registers. */
 
 /* a refill: the lowest outside item taken, then pushed (the depot's magazine, abstracted) */
 inline own_refill(s) {
@@ -533,34 +636,50 @@ inline own_refill(s) {
     }
 }
 
-/* the top item, if any, to the outside (a spill, a flush); more = whether there was one */
-inline own_spill(s, more) {
+/* mem::swap(loaded, previous) (MagazinePair::alloc / free): the lengths loaded, then
+ * both magazines' cells and lengths stored swapped */
+inline own_swap(s) {
+    d_step {
+        run_here(); mine(s); PREV_ENTER(s);
+        l = mlen[s]; r = plen[s];
+        printf("P%d owner of slot %d: swap: loaded len %d, previous len %d\n", _pid, s, l, r)
+    };
     d_step {
         run_here(); mine(s);
-        l = mlen[s];
-        if
-        :: l > 0 -> r = items[s * CAP + l - 1]; more = 1;
-           printf("P%d owner of slot %d: len %d, reads item %d\n", _pid, s, l, r)
-        :: else -> more = 0; l = 0
-        fi
-    };
-    if
-    :: more ->
-        d_step {
-            run_here(); mine(s);
-            assert(r >= 1 && r <= NITEMS && !insrc[r]);
-            mlen[s] = l - 1; insrc[r] = 1;
-            printf("P%d owner of slot %d: len = %d, item %d out\n", _pid, s, l - 1, r);
-            l = 0; r = 0;
-            check()
-        }
-    :: else
-    fi
+        ck_i = items[s * CAP]; items[s * CAP] = pitems[s * CAP]; pitems[s * CAP] = ck_i;
+        ck_i = items[s * CAP + 1]; items[s * CAP + 1] = pitems[s * CAP + 1]; pitems[s * CAP + 1] = ck_i;
+        mlen[s] = r; plen[s] = l; PREV_EXIT(s);
+        printf("P%d owner of slot %d: swap: loaded len = %d, previous len = %d\n", _pid, s, r, l);
+        l = 0; r = 0;
+        check()
+    }
 }
 
-/* MagazinePair::alloc (alloc_miss, alloc_slow merged): pop the top item, else take one
- * from the outside */
+/* loaded's top item to the outside (free_miss's spill, abstracted: with 3 items and
+ * magazines of 2, loaded and previous are never both full) */
+inline own_spill(s) {
+    d_step {
+        run_here(); mine(s);
+        l = mlen[s]; r = items[s * CAP + l - 1];
+        printf("P%d owner of slot %d: len %d, reads item %d\n", _pid, s, l, r)
+    };
+    d_step {
+        run_here(); mine(s);
+        assert(r >= 1 && r <= NITEMS && !insrc[r]);
+        mlen[s] = l - 1; insrc[r] = 1;
+        printf("P%d owner of slot %d: len = %d, item %d out\n", _pid, s, l - 1, r);
+        l = 0; r = 0;
+        check()
+    }
+}
+
+/* MagazinePair::alloc (alloc_miss, alloc_slow merged): pop the top item; loaded empty
+ * and previous not: swap first; both empty: take one from the outside */
 inline own_alloc(s) {
+    if
+    :: mlen[s] == 0 && plen[s] > 0 -> own_swap(s)
+    :: else
+    fi;
     d_step {
         run_here(); mine(s);
         l = mlen[s];
@@ -591,9 +710,14 @@ inline own_alloc(s) {
     }
 }
 
-/* MagazinePair::free of x (free_miss's spill first when full) */
+/* MagazinePair::free of x (loaded full: swap with previous if it is not full, else a
+ * spill), then the push */
 inline own_free(s) {
-    if :: mlen[s] >= CAP -> own_spill(s, got) :: else fi;
+    if
+    :: mlen[s] >= CAP && plen[s] < CAP -> own_swap(s)
+    :: mlen[s] >= CAP && plen[s] >= CAP -> own_spill(s)
+    :: else
+    fi;
     d_step {
         run_here(); mine(s);
         l = mlen[s]; assert(l < CAP);
@@ -605,6 +729,43 @@ inline own_free(s) {
         mlen[s] = l + 1; hand[x] = 0;
         printf("P%d owner of slot %d: len = %d, item %d is the magazine's\n", _pid, s, l + 1, x);
         l = 0;
+        check()
+    }
+}
+
+/* the items below len l (loaded) / r (previous) of slot s to the outside, lengths 0 */
+inline out_items(s) {
+    ck_k = 0;
+    do
+    :: ck_k >= l -> break
+    :: else ->
+        ck_i = items[s * CAP + ck_k];
+        assert(ck_i >= 1 && ck_i <= NITEMS && !insrc[ck_i]); insrc[ck_i] = 1; ck_k++
+    od;
+    ck_k = 0;
+    do
+    :: ck_k >= r -> break
+    :: else ->
+        ck_i = pitems[s * CAP + ck_k];
+        assert(ck_i >= 1 && ck_i <= NITEMS && !insrc[ck_i]); insrc[ck_i] = 1; ck_k++
+    od;
+    ck_k = 0; ck_i = 0
+}
+
+/* a whole owner's take of both magazines (steal_from after the fence; flush_cpu's
+ * take_items): the lengths loaded, then every item out and both lengths 0 */
+inline own_take_all(s) {
+    d_step {
+        run_here(); mine(s); PREV_ENTER(s);
+        l = mlen[s]; r = plen[s];
+        printf("P%d owner of slot %d: loaded len %d, previous len %d\n", _pid, s, l, r)
+    };
+    d_step {
+        run_here(); mine(s);
+        out_items(s);
+        mlen[s] = 0; plen[s] = 0; PREV_EXIT(s);
+        printf("P%d owner of slot %d: both magazines out (%d + %d items), lens = 0\n", _pid, s, l, r);
+        l = 0; r = 0;
         check()
     }
 }
@@ -685,25 +846,78 @@ proctype worker() {
     atomic { wdone[_pid] = 1; finished++ }
 }
 
-/* Cache::flush_cpu(c) for c in 0 .. FLUSH_SLOTS-1, FLUSHES rounds: the fenced take, the
- * magazine's items out, the release; a missed take does nothing (flush_cpu's Slot::take
- * would retry: a later round is that retry) */
-proctype flusher() {
+/* ---- the remote thread: Cache::steal_from_slot(RSLOT), then Cache::flush_cpu ---- */
+
+/* Cache::steal_from_slot(s) on a slot that runs sequences */
+inline steal(s) {
+    d_step {                                    /* Slot::looks_empty: racy loads */
+        if
+        :: owner[s] != FREE || (mlen[s] == 0 && plen[s] == 0) -> got = 0;
+           printf("P%d steal: slot %d looks empty (owner %d, lens %d, %d): skipped\n", _pid, s, owner[s], mlen[s], plen[s])
+        :: else -> got = 1
+        fi
+    };
+    if
+    :: got -> claim(s, got)
+    :: else
+    fi;
+    if
+    :: got ->
+#ifndef CLAIM_TOUCHES_LOADED
+        d_step {                                /* claim.previous(): its len */
+            PREV_ENTER(s);
+            r = plen[s];
+            if
+            :: r > 0 -> printf("P%d claimant of slot %d: previous len %d\n", _pid, s, r)
+            :: else -> PREV_EXIT(s); printf("P%d claimant of slot %d: previous empty\n", _pid, s)
+            fi
+        };
+        if
+        :: r > 0 ->                             /* steal_magazine: previous out, no fence */
+            d_step {
+                assert(held[s] & BIT); l = 0;
+                out_items(s);
+                plen[s] = 0; PREV_EXIT(s);
+                printf("P%d claimant of slot %d: previous magazine (%d items) out, previous len = 0\n", _pid, s, r);
+                r = 0;
+                check()
+            };
+            release(s)
+        :: else ->                              /* claim.fence(), then steal_from */
+            fence(s);
+            own_take_all(s);
+            release(s)
+        fi
+#else
+        d_step {                                /* MUTANT: the whole slot, no fence */
+            confirmed[s] = confirmed[s] | BIT;
+            printf("P%d steal (mutant): takes slot %d's magazines with no fence\n", _pid, s)
+        };
+        own_take_all(s);
+        release(s)
+#endif
+    :: else
+    fi;
+    got = 0
+}
+
+proctype remote() {
     byte c, got, rounds, l, r;
+    do
+    :: rounds >= STEALS -> break
+    :: else -> steal(RSLOT); rounds++
+    od;
+    rounds = 0;
     do
     :: rounds >= FLUSHES -> break
     :: else ->
         c = 0;
         do
         :: c >= FLUSH_SLOTS -> break
-        :: else ->
+        :: else ->                              /* Cache::flush_cpu(c) */
             fenced_take(c, got);
             if
-            :: got ->
-                do
-                :: own_spill(c, got); if :: !got -> break :: else fi
-                od;
-                release(c)
+            :: got -> own_take_all(c); release(c)
             :: else
             fi;
             got = 0;
@@ -716,13 +930,18 @@ proctype flusher() {
 
 init {
     d_step {
-        /* item 1 in slot 0's magazine, item 2 outside (or in slot 1's magazine with
-         * two CPUs), item 3 in worker 1's hands */
+        /* item 1 in slot 0's loaded magazine; item 2 in slot 0's previous (PREV), else
+         * outside (one CPU) or in slot 1's loaded magazine (two); item 3 in worker 1's
+         * hands */
         items[0] = 1; mlen[0] = 1;
+#if PREV
+        pitems[0] = 2; plen[0] = 1;
+#else
 #if NCPU > 1
         items[CAP] = 2; mlen[1] = 1;
 #else
         insrc[2] = 1;
+#endif
 #endif
         hand[3] = 1;
         cpu[1] = W1CPU; cpu[2] = W2CPU;
@@ -738,16 +957,16 @@ init {
 #if NW >= 3
         run worker();           /* pid 3 */
 #endif
-        run flusher();          /* pid NW + 1 */
+        run remote();           /* pid NW + 1 */
         run kernel()            /* pid NW + 2 */
     };
     finished == NW + 1;
-    printf("end: every worker and the flusher are done\n");
+    printf("end: every worker and the remote thread are done\n");
     d_step {
         ck_s = 0;
         do
         :: ck_s >= NCPU -> break
-        :: else -> assert(owner[ck_s] == FREE && confirmed[ck_s] == 0); ck_s++
+        :: else -> assert(owner[ck_s] == FREE && held[ck_s] == 0 && confirmed[ck_s] == 0 && prevuse[ck_s] == 0); ck_s++
         od;
         check()
     }

@@ -146,18 +146,21 @@ run cache_steal_unowned      fail     cache.pml     "-DSTEAL_UNOWNED -DSLOTS=2 -
 run cache_flush_drains_in_place fail  cache.pml     "-DDRAIN_IN_PLACE -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 run cache_alloc_loose_forgets_rest fail cache.pml   "-DFORGETS_REST -DPRELOAD -DMAGSZ=2 -DITEMS=3 -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 
-# rseq.pml (README section 5): 2 workers of 2 operations each, the flusher (flush_cpu(0));
-# the kernel migrates workers twice and interrupts a sequence once, in all.
-run rseq_1cpu_3ops           pass     rseq.pml      "-DNCPU=1 -DOPS=3"                 "-DCOLLAPSE"  "-m100000 -w26"
+# rseq.pml (README section 5): 2 workers of 2 operations each, the remote thread (a steal
+# from slot 0, then flush_cpu(0)); item 2 starts in slot 0's previous magazine; the kernel
+# migrates workers twice and interrupts a sequence once, in all.
+run rseq_1cpu_3ops           pass     rseq.pml      "-DNCPU=1 -DOPS=3 -DFLUSHES=0"     "-DCOLLAPSE"  "-m100000 -w26"
 run rseq_1cpu_2flushes       pass     rseq.pml      "-DNCPU=1 -DFLUSHES=2"             "-DCOLLAPSE"  "-m100000 -w26"
-run rseq_2cpus               pass     rseq.pml      "-DNCPU=2"                         "-DCOLLAPSE"  "-m100000 -w26"
-run rseq_2cpus_flush_both    pass     rseq.pml      "-DNCPU=2 -DFLUSH_SLOTS=2 -DMIGRATIONS=1" "-DCOLLAPSE" "-m100000 -w26"
-run rseq_2cpus_alloc_on      pass     rseq.pml      "-DNCPU=2 -DW1WANT=0 -DW1CPU=1 -DW2CPU=0" "-DCOLLAPSE" "-m100000 -w26"
-run rseq_commit_not_last     fail     rseq.pml      "-DNCPU=1 -DCOMMIT_NOT_LAST -DONLY_CONSERVATION"    "-DREACH" "-m1000 -i"
-run rseq_commit_before_read  fail     rseq.pml      "-DNCPU=1 -DCOMMIT_BEFORE_READ -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
-run rseq_no_owner_check      fail     rseq.pml      "-DNCPU=1 -DNO_OWNER_CHECK -DONLY_CONSERVATION"     "-DREACH" "-m1000 -i"
-run rseq_no_membarrier       fail     rseq.pml      "-DNCPU=1 -DNO_MEMBARRIER -DONLY_CONSERVATION"      "-DREACH" "-m1000 -i"
-run rseq_miss_stores_free    fail     rseq.pml      "-DNCPU=1 -DMISS_STORES_FREE -DONLY_CONSERVATION"   "-DREACH" "-m1000 -i"
+run rseq_2cpus               pass     rseq.pml      "-DNCPU=2 -DFLUSHES=0"             "-DCOLLAPSE"  "-m100000 -w26"
+run rseq_2cpus_flush_both    pass     rseq.pml      "-DNCPU=2 -DSTEALS=0 -DFLUSH_SLOTS=2 -DMIGRATIONS=1" "-DCOLLAPSE" "-m100000 -w26"
+run rseq_2cpus_alloc_on      pass     rseq.pml      "-DNCPU=2 -DFLUSHES=0 -DW1WANT=0 -DW1CPU=1 -DW2CPU=0" "-DCOLLAPSE" "-m100000 -w26"
+run rseq_commit_not_last     fail     rseq.pml      "-DNCPU=1 -DCOMMIT_NOT_LAST -DONLY_CONSERVATION"      "-DREACH" "-m1000 -i"
+run rseq_commit_before_read  fail     rseq.pml      "-DNCPU=1 -DCOMMIT_BEFORE_READ -DONLY_CONSERVATION"   "-DREACH" "-m1000 -i"
+run rseq_no_owner_check      fail     rseq.pml      "-DNCPU=1 -DNO_OWNER_CHECK -DONLY_CONSERVATION"       "-DREACH" "-m1000 -i"
+run rseq_no_membarrier       fail     rseq.pml      "-DNCPU=1 -DNO_MEMBARRIER -DONLY_CONSERVATION"        "-DREACH" "-m1000 -i"
+run rseq_take_stores         fail     rseq.pml      "-DNCPU=1 -DTAKE_STORES -DONLY_CONSERVATION"          "-DREACH" "-m1000 -i"
+run rseq_claim_touches_loaded fail    rseq.pml      "-DNCPU=1 -DFLUSHES=0 -DCLAIM_TOUCHES_LOADED -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
+run rseq_claim_no_cas        fail     rseq.pml      "-DNCPU=1 -DCLAIM_NO_CAS -DONLY_CONSERVATION"         "-DREACH" "-m1000 -i"
 
 report
 echo "proofs: $failures unexpected result(s), $((SECONDS - total_start)) s in all"
