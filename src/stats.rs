@@ -100,10 +100,11 @@ pub struct Stats {
     /// Takes of a CPU slot that needed a fence: a `membarrier` system call that
     /// interrupts the slot's CPU. Only in a cache that runs restartable sequences
     /// ([`Options::restartable_sequences`](crate::Options::restartable_sequences)), where
-    /// a thread takes another CPU's slot that way: steals and flushes of an exhausted
-    /// allocation, `flush_cpu`, `flush`, idle reclaim, and `alloc_on`/`free_on` for a CPU
-    /// the thread is not on. A thread that wants a slot's items skips a slot that looks
-    /// empty without one.
+    /// a thread takes another CPU's slot that way: flushes of an exhausted allocation,
+    /// steals whose items are all in the loaded magazine, `flush_cpu`, `flush`, idle
+    /// reclaim, and `alloc_on`/`free_on` for a CPU the thread is not on. A steal that finds
+    /// the slot's `previous` magazine holding items takes it with no fence, and a thread
+    /// that wants a slot's items skips a slot that looks empty without one.
     pub fenced_takes: u64,
 }
 
