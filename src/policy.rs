@@ -166,9 +166,9 @@ pub struct Options {
     /// does no read-modify-write, and a thread preempted in the middle of one holds up
     /// nobody; see [`docs::design`](crate::docs::design#restartable-sequences).
     ///
-    /// On the machine of `BENCHMARKS.md` an alloc/free pair on one thread costs 0.45x the
-    /// slot protocol's, and 8 threads of pairs on 2 cores run at 5.7x its throughput,
-    /// with no busy misses. Off by default all the same, because an operation that
+    /// On the machines of `BENCHMARKS.md` an alloc/free pair on one thread costs
+    /// 0.22-0.45x the slot protocol's, and 8 threads of pairs on 2 cores run at 5.7-17x
+    /// its throughput, with no busy misses. Off by default all the same, because an operation that
     /// takes the slot of a CPU from a thread that is not on that CPU (`flush_cpu`,
     /// `flush`, `cached`, trims that reclaim idle slots, exhaustion flushes, steals that
     /// need the loaded magazine, and `alloc_on` / `free_on` / `alloc_cached_where_on` for

@@ -221,28 +221,34 @@
 //! so a claim alone, with no fence, owns the slot's `previous` magazine. A steal, which
 //! wants a magazine with items, uses that: it claims the slot, takes `previous` when it
 //! holds items and gives the claim back, and fences only when the items are all in the
-//! loaded magazine. A fence costs 9 us here (a system call and an interrupt of the
-//! slot's CPU, against 0.4 us for the caller's own CPU); a consumer that outruns its
-//! producer finds the producer's `previous` full in about half its steals.
+//! loaded magazine. A fence costs 9 us on the guest of `BENCHMARKS.md` (a system call and
+//! an interrupt of the slot's CPU, against 0.4 us for the caller's own CPU). How often a
+//! steal finds `previous` full depends on the thief: a consumer that polls as fast as the
+//! one of `handoff/1->1` found it in 14-23% of its steals (2026-12-05 rounds); the rest
+//! fenced.
 //!
 //! A hit's count is a second, short sequence that adds one to a counter of the slot it
 //! hit, if the thread still runs on that slot's CPU, else to the counter of the slot of
 //! the CPU it runs on now: each counter is written only by sequences on its CPU, so a
 //! plain add suffices and `Stats` stay exact with no read-modify-write on a shared line.
 //!
-//! The costs, measured on the 2-core machine of `BENCHMARKS.md`: the alloc/free pair on
-//! one thread costs 3.9 ns, 0.45x the slot protocol's two compare-and-swaps and 2.8x an
-//! owned `Vec`; reading the CPU id, which every address after it depends on, is the
-//! largest part of that. With more runnable threads than
-//! CPUs it has no busy misses and runs at 5.7x the slot protocol's throughput (8 threads
-//! of pairs on 2 cores). Every remote take costs a system call and an interrupt of the
-//! slot's CPU, which aborts what runs there. Operations that take other CPUs' slots
+//! The costs, measured on the 2-core machines of `BENCHMARKS.md`: the alloc/free pair on
+//! one thread costs 2.7-3.9 ns, 0.22-0.45x the slot protocol's two compare-and-swaps and
+//! 2.8-3.3x an owned `Vec`; reading the CPU id, which every address after it depends on,
+//! looked like the largest part of that. With more runnable threads than CPUs it has no
+//! busy misses and runs at 5.7-17x the slot protocol's throughput (8 threads of pairs on
+//! 2 cores). Every fenced take costs a system call and an interrupt of the slot's CPU,
+//! which aborts what runs there. Operations that take other CPUs' slots
 //! (`flush_cpu`, `flush`, `cached`, trims that reclaim idle slots, steals and exhaustion
 //! flushes, `alloc_on`/`free_on` for another CPU) are off the hot path except in one
 //! pattern: a consumer that outruns its producer finds the source exhausted on every poll
-//! and steals from the producer's CPU each time, so a hand-off between two threads can run
-//! several times slower than with the slot protocol. That is why the switch is off by
-//! default. [`Stats::fenced_takes`] counts the fences.
+//! and steals from the producer's CPU each time, mostly with a fence, so a hand-off
+//! between two threads can run several times slower than with the slot protocol. That is
+//! why the switch is off by default. [`Stats::fenced_takes`] counts the fences. (A fence
+//! could be replaced by the slot's own CPU acknowledging the claim: a sequence on that
+//! CPU that reads the token and commits an acknowledgement proves that every sequence
+//! which read `FREE` before the claim has committed or will abort, since only one thread
+//! runs on a CPU at a time and a preempted sequence never commits. Not built.)
 //!
 //! Threads that want a slot's items (steals, the exhaustion flush, [`Cache::try_flush`],
 //! idle reclaim) first look at the slot without taking it: racy loads of its owner word
