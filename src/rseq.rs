@@ -259,13 +259,25 @@ macro_rules! either_cpu {
     };
 }
 
+/// The start of every hit sequence: [`enter_cpu!`], then a jump to 26 (busy) when the
+/// slot's owner word is not `FREE`.
+macro_rules! enter_slot {
+    ($check:ident) => {
+        concat!(
+            enter_cpu!($check),
+            "cmp qword ptr [rdx + {owner}], 0\n",
+            "jne 26f\n",
+        )
+    };
+}
+
 /// The start of every sequence: stores the descriptor (label 30) in the area's
 /// `rseq_cs` (`fs:[r8 + 8]`, `r8` being the area's offset), reads `cpu_id` into `rax`,
 /// checks it against the layout (`r9`) and with `$check`, and leaves the slot's address
-/// in `rdx`; jumps to 26 (busy) when the slot is owned and to 27 (elsewhere) when the CPU
-/// does not fit (an unregistered area reads as a huge CPU). The section starts at 21;
-/// the abort handler (32) jumps back to 20.
-macro_rules! enter_slot {
+/// in `rdx`; jumps to 27 (elsewhere) when the CPU does not fit (an unregistered area
+/// reads as a huge CPU). The section starts at 21; the abort handler (32) jumps back to
+/// 20.
+macro_rules! enter_cpu {
     ($check:ident) => {
         concat!(
             "20:\n",
@@ -280,8 +292,6 @@ macro_rules! enter_slot {
             "mov rdx, rax\n",
             "shl rdx, cl\n",
             "add rdx, qword ptr [r9]\n",
-            "cmp qword ptr [rdx + {owner}], 0\n",
-            "jne 26f\n",
         )
     };
 }
@@ -749,18 +759,32 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
     }
 }
 
-/// The take sequence with `$commit`, its commit: on entry `rax` holds `FREE` and `rcx`
-/// `TAKEN`, and the zero flag after it tells whether the slot was taken. Sets `$code`
-/// and `$index` (the slot's).
+/// The take sequence with `$commit`, its commit, and `$claimed`, what it does when it
+/// reads a claim's token not yet acknowledged. It reads the owner word into `rax` (the
+/// value the commit expects) and picks what to store in `rcx`: `TAKEN` over `FREE` (label
+/// 40), or the token's acknowledged form, `token | 1`, over a token (`$claimed`, label
+/// 41); an odd value (`TAKEN`, or a claim already acknowledged) is busy. After the commit
+/// the zero flag tells whether it stored. Sets `$code` (0 taken, 1 busy, 3 elsewhere) and
+/// `$index` (the slot's).
 macro_rules! take_sequence {
-    ($commit:literal, $layout:expr, $want:expr, $code:ident, $index:ident) => {
+    ($commit:literal, $claimed:literal, $layout:expr, $want:expr, $code:ident, $index:ident) => {
         core::arch::asm!(
-            enter_slot!(either_cpu),
+            enter_cpu!(either_cpu),
             "mov rsi, rax",
-            "xor eax, eax",
+            "mov rax, qword ptr [rdx + {owner}]",
+            "test rax, rax",
+            "jz 40f",
+            "test al, 1",
+            "jnz 26f",
+            $claimed,
+            "40:",
             "mov ecx, 1",
+            "41:",
             $commit,
             "23:",
+            "jne 26f",
+            // An acknowledgement leaves the slot to its claimant: busy for us.
+            "cmp rcx, 1",
             "jne 26f",
             "xor eax, eax",
             "jmp 39f",
@@ -787,6 +811,15 @@ macro_rules! take_sequence {
 /// a thread on another CPU that claimed the slot after this sequence read `FREE`: such a
 /// claim owns the slot's `previous` magazine without a fence (`Slot::try_claim`).
 ///
+/// When the sequence finds a claim instead, not yet acknowledged, its commit
+/// acknowledges it (a compare-and-swap of the token to `token | 1`) and it reports the
+/// slot busy. The acknowledgement is the claimant's fence, made by the slot's own CPU:
+/// this sequence ran there, uninterrupted, from its read of the token to its commit, so
+/// any sequence that read `FREE` before the claim has committed or was preempted or
+/// migrated on the way, which aborts it. (Also when the token is the same thread's next
+/// claim, made after this sequence read the previous one: the CPU was this sequence's
+/// all along.) `SlotClaim::fence` waits a moment for it before it makes a system call.
+///
 /// # Safety
 ///
 /// As [`alloc`].
@@ -796,19 +829,22 @@ pub(crate) unsafe fn take(layout: &Layout, want: usize) -> Result<usize, Miss> {
     // SAFETY: as in `alloc`; the sequence writes only the owner word, with its commit.
     unsafe {
         if cfg!(magazine_mutant = "take_commits_with_store") {
-            // MUTANT: a plain store of `TAKEN` (the zero flag still set by the `xor`),
-            // which overwrites the token of a claim made after the owner check.
+            // MUTANT: a plain store (the zero flag still set by the `test` before it),
+            // which overwrites the token of a claim made after the owner word was read.
             take_sequence!(
                 "mov qword ptr [rdx + {owner}], rcx",
+                "lea rcx, [rax + 1]\njmp 41f",
                 layout,
                 want,
                 code,
                 index
             )
         } else {
-            // When the compare-and-swap fails, the slot was claimed since the check: busy.
+            // When the compare-and-swap fails, the owner word changed since it was read:
+            // busy.
             take_sequence!(
                 "lock cmpxchg qword ptr [rdx + {owner}], rcx",
+                "lea rcx, [rax + 1]\njmp 41f",
                 layout,
                 want,
                 code,

@@ -23,11 +23,13 @@ pub(crate) struct Slot<T> {
     /// |--------------|---------|-------------------------------------------------------------------|
     /// | `FREE`       | free    | any thread: `compare_exchange(FREE, TAKEN, Acquire)` -> it owns it; with restartable sequences, see below |
     /// | `TAKEN`      | owned   | the owner only: `store(FREE, Release)` when it is done           |
-    /// | a token >= 2 | claimed, or owned, by a thread on another CPU (restartable sequences only) | the claimant only: `store(FREE, Release)` |
+    /// | a token: even, >= 2 | claimed by a thread that may run on another CPU (restartable sequences only) | the claimant: `store(FREE, Release)`; a take sequence on the slot's CPU: CAS to `token \| 1` |
+    /// | `token \| 1` | claimed, and acknowledged by the slot's CPU | the claimant: `store(FREE, Release)` |
     ///
     /// The Release store publishes the owner's writes to the magazines; the Acquire CAS of
-    /// the next owner receives them. Every write of anything but `FREE` is a
-    /// compare-and-swap from `FREE`, so nobody overwrites an owner's value.
+    /// the next owner receives them. Every other write is a compare-and-swap from the value
+    /// its writer read (`FREE`, or for an acknowledgement the token), so nobody overwrites
+    /// an owner's value.
     ///
     /// When the cache runs restartable sequences (`src/rseq.rs`), threads on the slot's
     /// own CPU read this word and change the loaded magazine inside a sequence, without a
@@ -36,10 +38,11 @@ pub(crate) struct Slot<T> {
     /// `previous` magazine. Everybody else *claims* the slot
     /// ([`try_claim`](Self::try_claim)): a CAS of `FREE` to a token naming the thread.
     /// The claim owns `previous` at once, but not the loaded magazine: a sequence that read
-    /// `FREE` before the CAS may still commit into it. The *fenced take*
-    /// ([`try_take`](Self::try_take), [`SlotClaim::fence`]) adds a `membarrier` that
-    /// aborts or completes every such sequence on the slot's CPU; then the whole slot is
-    /// the claimant's.
+    /// `FREE` before the CAS may still commit into it. The whole slot is the claimant's
+    /// once no such sequence can: when a take sequence on the slot's CPU acknowledges the
+    /// claim (`rseq::take` says why that suffices), or after a `membarrier` that aborts or
+    /// completes every such sequence there (the *fenced take*: [`try_take`](Self::try_take),
+    /// [`SlotClaim::fence`]).
     owner: AtomicUsize,
     /// Hits of restartable sequences, counted by a second sequence on the CPU that ran
     /// them: written only there (so a plain add suffices), read Relaxed by `stats`.
@@ -210,14 +213,20 @@ impl<T> Slot<T> {
 
     #[cfg(all(magazine_rseq, not(miri)))]
     fn claim(&self, cpu: usize) -> Option<SlotClaim<'_, T>> {
-        let token = crate::sync::thread_index() + 2;
+        // Even: the low bit marks an acknowledgement.
+        let token = (crate::sync::thread_index() + 1) << 1;
         // Acquire: receives the last owner's writes (its Release store of `FREE`). Every
         // other writer of the word compare-and-swaps from `FREE` too (take sequences
-        // included, `rseq::take`), so the token stays until we store `FREE`.
+        // included, `rseq::take`), so the token stays until we store `FREE` (or a take
+        // sequence on the slot's CPU acknowledges it).
         self.owner
             .compare_exchange(FREE, token, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
-        Some(SlotClaim { slot: self, cpu })
+        Some(SlotClaim {
+            slot: self,
+            cpu,
+            token,
+        })
     }
 
     /// The address of the owner word and of the loaded magazine's storage pointer,
@@ -307,6 +316,8 @@ pub(crate) struct SlotClaim<'a, T> {
     slot: &'a Slot<T>,
     /// The slot's CPU, the one to fence.
     cpu: usize,
+    /// Our token in the owner word (even; `token | 1` once acknowledged).
+    token: usize,
 }
 
 #[cfg(all(magazine_rseq, not(miri)))]
@@ -322,22 +333,57 @@ impl<'a, T> SlotClaim<'a, T> {
             .with_mut(|pair| unsafe { &mut *core::ptr::addr_of_mut!((*pair).previous) })
     }
 
-    /// Fences the slot's CPU (`rseq::fence_cpu`: a system call and an interrupt of that
-    /// CPU): every sequence that read `FREE` before the claim has then been aborted or has
-    /// committed, with its stores visible to us, and every later one sees our token and
-    /// misses. The whole slot is then ours.
+    /// Makes the claim a take of the whole slot: once the slot's CPU has acknowledged it
+    /// (we wait [`ACKNOWLEDGEMENT_WAIT`] for that: a thread that runs sequences there
+    /// acknowledges at its next miss, and every hit there misses while we hold the
+    /// claim), else after a fence of the slot's CPU (`rseq::fence_cpu`: a system call and
+    /// an interrupt of that CPU). Either way every sequence that read `FREE` before the
+    /// claim has then been aborted or has committed, with its stores visible to us, and
+    /// every later one sees our token and misses.
     pub(crate) fn fence(self) -> SlotGuard<'a, T> {
         let claim = core::mem::ManuallyDrop::new(self);
-        if !cfg!(magazine_mutant = "fence_skipped") {
-            // MUTANT (when skipped): a sequence that read `FREE` commits while we own it.
-            crate::rseq::fence_cpu(claim.cpu);
+        if !claim.acknowledged() {
+            if !cfg!(magazine_mutant = "fence_skipped") {
+                // MUTANT (when skipped): a sequence that read `FREE` commits while we own it.
+                crate::rseq::fence_cpu(claim.cpu);
+            }
+            claim.slot.fenced_takes.fetch_add(1, Ordering::Relaxed);
         }
-        claim.slot.fenced_takes.fetch_add(1, Ordering::Relaxed);
         // SAFETY: our claim's token is in the owner word and stays there (see `claim`),
-        // and after the fence no sequence that read `FREE` can still commit.
+        // and after the acknowledgement or the fence no sequence that read `FREE` can
+        // still commit.
         unsafe { SlotGuard::new_unchecked(claim.slot) }
     }
+
+    /// Whether the slot's CPU acknowledges the claim within [`ACKNOWLEDGEMENT_WAIT`]. Not
+    /// when we run on that CPU ourselves: its other threads cannot run while we wait, and
+    /// a fence of our own CPU is cheap.
+    fn acknowledged(&self) -> bool {
+        let acknowledged = self.token | 1;
+        if crate::rseq::current_cpu() == Some(self.cpu) {
+            return self.slot.owner.load(Ordering::Acquire) == acknowledged;
+        }
+        let start = std::time::Instant::now();
+        loop {
+            // Acquire: the acknowledgement is a compare-and-swap on the slot's CPU after
+            // every commit of the sequences that ran there before it.
+            if self.slot.owner.load(Ordering::Acquire) == acknowledged {
+                return true;
+            }
+            if start.elapsed() >= ACKNOWLEDGEMENT_WAIT {
+                return false;
+            }
+            core::hint::spin_loop();
+        }
+    }
 }
+
+/// How long a claimant waits for the slot's CPU to acknowledge its claim before it
+/// fences that CPU instead. A thread running sequences there acknowledges at its next
+/// operation (every hit misses while the claim holds); a fence costs 9 us on the guest of
+/// `BENCHMARKS.md`, 0.4 us when it is the caller's own CPU.
+#[cfg(all(magazine_rseq, not(miri)))]
+pub(crate) const ACKNOWLEDGEMENT_WAIT: std::time::Duration = std::time::Duration::from_micros(2);
 
 #[cfg(all(magazine_rseq, not(miri)))]
 impl<T> Drop for SlotClaim<'_, T> {

@@ -460,3 +460,61 @@ fn slots_beyond_the_cpus_take_no_fence() {
     drop(cache);
     source.assert_all_home();
 }
+
+/// A thread that runs sequences on a CPU acknowledges the claims of that CPU's slot at its
+/// next operation, so a take from another CPU then needs no fence: `flush_cpu` of a busy
+/// CPU's slot from another CPU, repeated, finds a take that was acknowledged (within 10 s:
+/// a liveness bound for a loaded machine, where the busy thread may not run for a while).
+#[test]
+fn claims_are_acknowledged_by_the_slots_cpu() {
+    let cpus = allowed_cpus();
+    if cpus.len() < 2 {
+        eprintln!("one CPU allowed: skipped");
+        return;
+    }
+    let mut options = Options::default();
+    options.restartable_sequences = true;
+    // SAFETY: no preconditions.
+    let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    let config = Config {
+        magazine_size: 4,
+        cpus: cpus.len().max(usize::try_from(configured).unwrap_or(1)),
+        ..Config::default()
+    };
+    let source = Arc::new(Tracking::new(64));
+    let cache = Cache::with_options(Arc::clone(&source), config, options);
+    if !cache.runs_restartable_sequences() {
+        eprintln!("no restartable sequences here: skipped");
+        return;
+    }
+    let busy = cpus[1];
+    let started = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
+    thread::scope(|s| {
+        s.spawn(|| {
+            run_on(&[busy]);
+            started.store(true, Ordering::Release);
+            while !done.load(Ordering::Acquire) {
+                let id = cache.alloc();
+                id.into_iter().for_each(|id| cache.free(id));
+            }
+        });
+        run_on(&cpus[..1]);
+        while !started.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let (mut flushes, mut acknowledged) = (0, false);
+        while !acknowledged && std::time::Instant::now() < deadline {
+            let before = cache.stats().fenced_takes;
+            cache.flush_cpu(busy);
+            flushes += 1;
+            acknowledged = cache.stats().fenced_takes == before;
+        }
+        done.store(true, Ordering::Release);
+        eprintln!("{flushes} flushes until an acknowledged take: {acknowledged}");
+        assert!(acknowledged, "no take was acknowledged by the slot's CPU");
+    });
+    drop(cache);
+    source.assert_all_home();
+}
