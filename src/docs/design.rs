@@ -216,16 +216,30 @@
 //! one instruction, not necessarily a plain store), so it cannot overwrite a token: once
 //! the claim's compare-and-swap succeeds, the token stays until its owner stores `FREE`.
 //!
+//! The fence has a cheaper stand-in: the slot's own CPU can *acknowledge* the claim.
+//! When the take sequence reads a token (even) instead of `FREE`, its commit is a
+//! compare-and-swap of the token to `token | 1`, after which it reports the slot busy.
+//! That sequence ran on the slot's CPU, uninterrupted, from its read of the token to its
+//! commit; only one thread runs on a CPU at a time, and a sequence that is preempted or
+//! migrated is aborted, never committed. So every sequence that read `FREE` before the
+//! claim has committed or will abort: what the fence ensures. (If the token it read
+//! belonged to an earlier claim of the same thread, released and claimed again since, the
+//! CPU was still this sequence's all along.) A thread that runs sequences on that CPU
+//! acknowledges at its next operation, since every hit misses while the claim holds; the
+//! claimant waits up to 2 us for it (`SlotClaim::fence`) and fences only when none comes:
+//! the CPU is idle, or runs a thread that makes no call into the cache.
+//!
 //! The fence is needed for the loaded magazine only. Sequences touch nothing else of a
 //! slot (its owner word, the loaded magazine's length and cells, and the hit counters),
 //! so a claim alone, with no fence, owns the slot's `previous` magazine. A steal, which
 //! wants a magazine with items, uses that: it claims the slot, takes `previous` when it
 //! holds items and gives the claim back, and fences only when the items are all in the
-//! loaded magazine. A fence costs 9 us on the guest of `BENCHMARKS.md` (a system call and
-//! an interrupt of the slot's CPU, against 0.4 us for the caller's own CPU). How often a
+//! loaded magazine, and then only when the slot's CPU does not acknowledge the claim in
+//! time. A fence costs 9 us on the guest of `BENCHMARKS.md` (a system call and an
+//! interrupt of the slot's CPU, against 0.4 us for the caller's own CPU). How often a
 //! steal finds `previous` full depends on the thief: a consumer that polls as fast as the
-//! one of `handoff/1->1` found it in 14-23% of its steals (2026-12-05 rounds); the rest
-//! fenced.
+//! one of `handoff/1->1` found it in 14-23% of its steals (2026-12-05 rounds, before the
+//! acknowledgement existed; the rest fenced).
 //!
 //! A hit's count is a second, short sequence that adds one to a counter of the slot it
 //! hit, if the thread still runs on that slot's CPU, else to the counter of the slot of
@@ -238,17 +252,13 @@
 //! looked like the largest part of that. With more runnable threads than CPUs it has no
 //! busy misses and runs at 5.7-17x the slot protocol's throughput (8 threads of pairs on
 //! 2 cores). Every fenced take costs a system call and an interrupt of the slot's CPU,
-//! which aborts what runs there. Operations that take other CPUs' slots
-//! (`flush_cpu`, `flush`, `cached`, trims that reclaim idle slots, steals and exhaustion
-//! flushes, `alloc_on`/`free_on` for another CPU) are off the hot path except in one
-//! pattern: a consumer that outruns its producer finds the source exhausted on every poll
-//! and steals from the producer's CPU each time, mostly with a fence, so a hand-off
-//! between two threads can run several times slower than with the slot protocol. That is
-//! why the switch is off by default. [`Stats::fenced_takes`] counts the fences. (A fence
-//! could be replaced by the slot's own CPU acknowledging the claim: a sequence on that
-//! CPU that reads the token and commits an acknowledgement proves that every sequence
-//! which read `FREE` before the claim has committed or will abort, since only one thread
-//! runs on a CPU at a time and a preempted sequence never commits. Not built.)
+//! which aborts what runs there; an acknowledged one costs the claimant's wait and a miss
+//! of the slot CPU's thread. Operations that take other CPUs' slots (`flush_cpu`,
+//! `flush`, `cached`, trims that reclaim idle slots, steals and exhaustion flushes,
+//! `alloc_on`/`free_on` for another CPU) are off the hot path except in one pattern: a
+//! consumer that outruns its producer finds the source exhausted on every poll and steals
+//! from the producer's CPU each time. That is why the switch is off by default.
+//! [`Stats::fenced_takes`] counts the fences.
 //!
 //! Threads that want a slot's items (steals, the exhaustion flush, [`Cache::try_flush`],
 //! idle reclaim) first look at the slot without taking it: racy loads of its owner word
