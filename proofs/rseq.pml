@@ -1,8 +1,10 @@
 /*
  * rseq.pml -- the restartable-sequence (Linux rseq) per-CPU fast path of src/rseq.rs
  * (the sequences alloc, free and take: enter_slot!, the one commit each; take's commit
- * is a lock cmpxchg of FREE to TAKEN) against the claims of src/slot.rs (Slot::try_claim:
- * CAS FREE -> token; SlotClaim::previous; SlotClaim::fence = rseq::fence_cpu =
+ * is a lock cmpxchg of the owner word from the value it read: FREE to TAKEN, or a claim's
+ * token to token | 1, the acknowledgement) against the claims of src/slot.rs
+ * (Slot::try_claim: CAS FREE -> token; SlotClaim::previous; SlotClaim::fence = the
+ * acknowledgement if a bounded wait sees it, else rseq::fence_cpu =
  * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, FLAG_CPU, cpu); Slot::try_take_fenced
  * = claim + fence, with no load of the owner word after it), as src/cache.rs uses them
  * (alloc_in_sequence / free_in_sequence, on a miss take_slot_in_sequence and the slot's
@@ -10,7 +12,8 @@
  * Cache::flush_cpu as the remote flusher).  The step-to-function table is in
  * proofs/README.md, section 5.
  *
- * State: per CPU c one slot: owner[c] (FREE 0, TAKEN 1, a token >= 2 naming one thread),
+ * State: per CPU c one slot: owner[c] (FREE 0, TAKEN 1, a claim's token naming one
+ * thread: even, >= 2, (pid + 1) << 1; the token acknowledged: token | 1, odd, >= 3),
  * the loaded magazine mlen[c] and cells items[c * CAP ..], the previous magazine plen[c]
  * and cells pitems[c * CAP ..] (CAP 2 each; a cell at or above its len may hold
  * anything: an old item, 0 = never written).  Items 1..NITEMS are distinct ids.
@@ -41,18 +44,33 @@
  * the want check, the slot index, the owner load: cpu_id changes only by the worker's
  * own migration, which aborts), then for alloc and free (4) the len load, (5) the item
  * load (alloc) or the store of the item into the cell at len (free), (6) the commit,
- * each a step; for take (4) the commit: lock cmpxchg [owner], TAKEN expecting FREE (a
- * failed CAS exits Busy).  An item travels in a register (rseq.rs copies items of other
+ * each a step; for take, (1)-(3) load the owner word once and pick (expected, new):
+ * (FREE, TAKEN), or (token, token | 1) for an even value >= 2, or exit Busy for an odd
+ * one (TAKEN, a claim acknowledged); (4) the commit: lock cmpxchg [owner] from expected
+ * to new.  The take owns the slot; the acknowledgement exits Busy after it; a failed CAS
+ * exits Busy.  An item travels in a register (rseq.rs copies items of other
  * sizes with rep movsb into the caller's buffer or the cell beyond len: the same
  * non-commit stores).
  *
  * Holders of a slot (owner[c] != FREE): the take sequence's committer (TAKEN: the whole
  * slot), or a claimant (its token; Slot::try_claim's CAS FREE -> token).  A claimant
  * owns the previous magazine at once, not the loaded one: a sequence that read FREE
- * before the claim may still commit into it.  SlotClaim::fence upgrades it: after the
- * membarrier on the slot's CPU the whole slot is its (a confirmed owner).  Every write
- * of a value other than FREE is a CAS from FREE, so nothing overwrites a token or
- * TAKEN, and the fenced take does not look at the owner word again.
+ * before the claim may still commit into it.  SlotClaim::fence upgrades it: when it sees
+ * its token acknowledged (one step, guarded by owner == token | 1: the code's bounded
+ * wait, which may end at any moment without it), or else after the membarrier on the
+ * slot's CPU, the whole slot is its (a confirmed owner).  The acknowledgement suffices:
+ * the take sequence that committed it ran on the slot's CPU, not aborted, from its read
+ * of the token to its commit, so a sequence that read FREE before the claim (on that
+ * CPU: it read FREE before the ack sequence read the token) has committed before it, or
+ * was preempted, hence aborted, by then.  The same holds when the token it read was the
+ * same thread's previous claim (ABA: the claimant released and claimed again within the
+ * ack sequence's window): a sequence that read FREE before the new claim read it after
+ * the release, inside that window, on a CPU that was the ack sequence's all along, so
+ * it cannot have run.  Every write of a
+ * value other than FREE is a CAS from the value its writer read (FREE; the token, for
+ * an acknowledgement), so nothing overwrites a token, its acknowledgement or TAKEN, and
+ * the fenced take does not look at the owner word again (it may hold token or
+ * token | 1; the release stores FREE either way).
  *
  * Processes: NW = 2 workers (worker 1 on CPU W1CPU, worker 2 on W2CPU), OPS operations
  * each: alloc, or free of an item it holds (Cache::alloc / free with sequences).
@@ -88,11 +106,16 @@
  *     one cell below mlen of a loaded magazine, one cell below plen of a previous
  *     magazine); every cell below a len holds a real item; lens <= CAP; an alloc commit
  *     hands out a real item nobody holds.
- * Checked at each commit, claim and fence (skipped with -DONLY_CONSERVATION):
+ * Checked at each commit, claim, acknowledgement and fence (skipped with
+ * -DONLY_CONSERVATION):
  *   - mutual exclusion: a sequence never commits (alloc, free or take) on a slot while
  *     a confirmed owner holds it (confirmed[c]: the take sequence that committed TAKEN,
- *     or a claimant after its fence); a take commit and a claim find the slot held by
- *     nobody (held[c]); a fence confirms only a slot nobody has confirmed;
+ *     or a claimant after its acknowledgement or its fence); a take commit and a claim
+ *     find the slot held by nobody (held[c]); an acknowledgement's token is that of the
+ *     thread holding the slot; a fence (or an acknowledgement seen) confirms only a slot
+ *     nobody has confirmed;  (an acknowledgement may commit while its claimant is
+ *     confirmed: it changes only the owner word's low bit, which the claimant's release
+ *     overwrites)
  *   - previous in use: every step on a previous magazine is by a holder of the slot,
  *     and the steps of one use of it (a swap, a steal, a flush) never overlap another
  *     thread's (ghost prevuse[c]).
@@ -109,13 +132,23 @@
  * -DNO_OWNER_CHECK      the alloc and free sequences do not check the owner word.
  * -DNO_MEMBARRIER       SlotClaim::fence skips the fence (the crate's mutant
  *                       fence_skipped).
- * -DTAKE_STORES         the take sequence commits with a plain store of TAKEN (the old
- *                       commit; the crate's mutant take_commits_with_store), while the
- *                       fenced take does not re-check the owner word.
+ * -DTAKE_STORES         the take sequence commits with a plain store (the old commit;
+ *                       the crate's mutant take_commits_with_store): of TAKEN, or of
+ *                       token | 1 for an acknowledgement, while the fenced take does
+ *                       not re-check the owner word.
  * -DCLAIM_TOUCHES_LOADED the thief's claim takes both magazines with no fence (the
  *                       crate's mutant claim_takes_loaded).
  * -DCLAIM_NO_CAS        the claim loads the owner word, then stores its token if it was
  *                       FREE: two steps instead of one CAS.
+ * -DACK_OUTSIDE_SEQUENCE the take sequence that reads a token exits Busy and the worker
+ *                       acknowledges after it, with a CAS outside any sequence (from
+ *                       the token it read, on whatever CPU it then runs).
+ * -DACK_FROM_ELSEWHERE  a worker whose take sequence exits Elsewhere (alloc_on / free_on
+ *                       of another CPU) loads its wanted slot's owner word and
+ *                       acknowledges a token there, from its own CPU (the mutant
+ *                       ack_from_elsewhere, tried in the crate and not kept).
+ * -DACK_STORES          the acknowledgement commits with a plain store of token | 1, not
+ *                       a CAS (the take's commit stays a CAS).
  */
 
 #ifndef NCPU
@@ -163,7 +196,9 @@
 
 #define FREE    0               /* Slot::owner: slot.rs FREE */
 #define TAKEN   1               /* slot.rs TAKEN */
-#define TOKEN   (_pid + 2)      /* Slot::claim: thread_index() + 2, one per thread */
+#define TOKEN   ((_pid + 1) << 1) /* Slot::claim: (thread_index() + 1) << 1: even, >= 2 */
+#define ACKED   (TOKEN | 1)     /* the token acknowledged by the slot's CPU: odd, >= 3 */
+#define TOKEN_PID(t) (((t) >> 1) - 1)   /* the thread a token (or its acknowledged form) names */
 #define BIT     (1 << _pid)
 #define NOCPU   255
 
@@ -206,6 +241,11 @@ hidden byte ck_i, ck_c, ck_s, ck_k;     /* temporaries within one atomic step */
 #define PREV_ENTER(c)   assert(held[c] & BIT); assert(prevuse[c] == 0); prevuse[c] = prevuse[c] | BIT
 #endif
 #define PREV_EXIT(c)    prevuse[c] = prevuse[c] & ~BIT
+#ifdef ONLY_CONSERVATION
+#define ACK_HOLDER(c, t) skip
+#else
+#define ACK_HOLDER(c, t) assert(held[c] == (1 << TOKEN_PID(t)))   /* the ack's token: the holder's */
+#endif
 
 inline check() {
 #if defined(COMMIT_NOT_LAST) || defined(COMMIT_BEFORE_READ)
@@ -363,7 +403,15 @@ inline enter_slot(check_owner, kind) {
         :: want != ANY && want != c -> res = ELSEWHERE; inseq[_pid] = 0
         :: else ->
             if
-            :: check_owner && owner[c] != FREE -> res = BUSY; inseq[_pid] = 0
+            :: kind != 3 && check_owner && owner[c] != FREE -> res = BUSY; inseq[_pid] = 0
+            :: kind == 3 && owner[c] == FREE -> l = FREE; r = TAKEN       /* the take */
+            :: kind == 3 && owner[c] != FREE && (owner[c] & 1) == 0 ->    /* a claim: the ack */
+#ifndef ACK_OUTSIDE_SEQUENCE
+                l = owner[c]; r = owner[c] | 1
+#else
+                l = owner[c]; res = BUSY; inseq[_pid] = 0   /* MUTANT: Busy; the CAS comes after */
+#endif
+            :: kind == 3 && (owner[c] & 1) -> res = BUSY; inseq[_pid] = 0  /* TAKEN, or acked */
             :: else
             fi
         fi;
@@ -376,7 +424,7 @@ inline enter_slot(check_owner, kind) {
         :: kind == 2 && res == NONE -> printf("P%d free seq of item %d: cpu_id %d, owner %d\n", _pid, x, c, owner[c])
         :: kind == 3 && res == ELSEWHERE -> printf("P%d take seq: cpu_id %d, cpu %d wanted: Elsewhere\n", _pid, c, want)
         :: kind == 3 && res == BUSY -> printf("P%d take seq: cpu_id %d, owner %d: Busy\n", _pid, c, owner[c])
-        :: kind == 3 && res == NONE -> printf("P%d take seq: cpu_id %d, owner %d\n", _pid, c, owner[c])
+        :: kind == 3 && res == NONE -> printf("P%d take seq: cpu_id %d, owner %d: will CAS %d -> %d\n", _pid, c, owner[c], l, r)
         fi
     }
 }
@@ -501,39 +549,72 @@ inline free_seq() {
     od
 }
 
-/* rseq::take: the commit is lock cmpxchg [owner], TAKEN expecting FREE (a failed CAS:
- * the slot was claimed since the owner load, Busy); the caller then owns slot c
- * wherever it runs next */
+/* rseq::take: the owner word read once, in (1)-(3) (enter_slot, kind 3), picks the one
+ * commit, lock cmpxchg [owner] from the value read (l) to r: FREE -> TAKEN (the take: the
+ * caller then owns slot c wherever it runs next), or token -> token | 1 (the
+ * acknowledgement of a claim: Busy after it); an odd value (TAKEN, a claim acknowledged)
+ * exits Busy with no commit; a failed CAS (the word changed since the read) is Busy */
 inline take_seq() {
     do
     :: {
-        enter_slot(1, 3);
+        enter_slot(0, 3);
         if
         :: res != NONE -> break
         :: d_step { res == NONE ->                                /* (4) THE COMMIT */
                 run_here();
 #ifndef TAKE_STORES
                 if
-                :: owner[c] == FREE ->
+                :: owner[c] == l && l == FREE ->
                     EXCL(c); NOBODY_HOLDS(c);
                     owner[c] = TAKEN; held[c] = held[c] | BIT; confirmed[c] = confirmed[c] | BIT;
                     inseq[_pid] = 0; res = HIT;
                     printf("P%d take seq: COMMIT cmpxchg owner[%d] FREE -> TAKEN\n", _pid, c)
+#ifndef ACK_STORES
+                :: owner[c] == l && l != FREE ->
+#else
+                :: l != FREE ->                 /* MUTANT: the ack is a plain store */
+#endif
+                    ACK_HOLDER(c, l);
+                    owner[c] = r; inseq[_pid] = 0; res = BUSY;
+                    printf("P%d take seq: COMMIT cmpxchg owner[%d] %d -> %d (the ack): Busy\n", _pid, c, l, r)
                 :: else ->
                     inseq[_pid] = 0; res = BUSY;
-                    printf("P%d take seq: cmpxchg fails (owner[%d] = %d): Busy\n", _pid, c, owner[c])
-                fi
+                    printf("P%d take seq: cmpxchg %d -> %d fails (owner[%d] = %d): Busy\n", _pid, l, r, c, owner[c])
+                fi;
 #else
-                EXCL(c); NOBODY_HOLDS(c);       /* MUTANT: the old plain store */
-                owner[c] = TAKEN; held[c] = held[c] | BIT; confirmed[c] = confirmed[c] | BIT;
-                inseq[_pid] = 0; res = HIT;
-                printf("P%d take seq (mutant): COMMIT owner[%d] = TAKEN (a plain store)\n", _pid, c)
+                if                              /* MUTANT: the old plain store */
+                :: l == FREE ->
+                    EXCL(c); NOBODY_HOLDS(c);
+                    owner[c] = TAKEN; held[c] = held[c] | BIT; confirmed[c] = confirmed[c] | BIT;
+                    inseq[_pid] = 0; res = HIT;
+                    printf("P%d take seq (mutant): COMMIT owner[%d] = TAKEN (a plain store)\n", _pid, c)
+                :: else ->
+                    owner[c] = r; inseq[_pid] = 0; res = BUSY;
+                    printf("P%d take seq (mutant): COMMIT owner[%d] = %d (a plain store): Busy\n", _pid, c, r)
+                fi;
 #endif
+                l = 0; r = 0
            }
         fi;
         break
        } unless { aborted[_pid] -> handler() }
-    od
+    od;
+#ifdef ACK_OUTSIDE_SEQUENCE
+    if
+    :: l != FREE ->                             /* MUTANT: the ack after the sequence, a plain CAS */
+        d_step {
+            run_here();
+            if
+            :: owner[c] == l -> owner[c] = l | 1;
+               printf("P%d (cpu %d) after its take seq: CAS owner[%d] %d -> %d (the ack, outside)\n", _pid, cpu[_pid], c, l, l | 1)
+            :: else ->
+               printf("P%d (cpu %d) after its take seq: CAS owner[%d] %d -> %d fails\n", _pid, cpu[_pid], c, l, l | 1)
+            fi;
+            l = 0
+        }
+    :: else
+    fi
+#endif
 }
 
 /* ---- claims (Slot::try_claim, SlotClaim), the fence, and the owner's steps ---- */
@@ -575,19 +656,28 @@ inline claim(s, got) {
 #endif
 }
 
-/* SlotClaim::fence: rseq::fence_cpu(s), then the whole slot is the claimant's; no load
- * of the owner word after it */
+/* SlotClaim::fence: the claim acknowledged (owner = token | 1, seen by the claimant's
+ * bounded wait), else rseq::fence_cpu(s); then the whole slot is the claimant's, with no
+ * further load of the owner word (it may hold token or token | 1) */
 inline fence(s) {
-#ifndef NO_MEMBARRIER
-    membarrier(s);
-#else
-    printf("P%d fence (mutant): no membarrier\n", _pid);
-#endif
-    d_step {
+    if
+    :: d_step { owner[s] == ACKED ->
         assert(held[s] & BIT);
         EXCL(s); confirmed[s] = confirmed[s] | BIT;
-        printf("P%d owns slot %d (token %d, fenced)\n", _pid, s, TOKEN)
-    }
+        printf("P%d owns slot %d (token %d acknowledged: no fence)\n", _pid, s, ACKED);
+       }
+    :: else ->                                  /* the wait ends without the ack */
+#ifndef NO_MEMBARRIER
+        membarrier(s);
+#else
+        printf("P%d fence (mutant): no membarrier\n", _pid);
+#endif
+        d_step {
+            assert(held[s] & BIT);
+            EXCL(s); confirmed[s] = confirmed[s] | BIT;
+            printf("P%d owns slot %d (token %d, fenced)\n", _pid, s, TOKEN)
+        }
+    fi
 }
 
 /* Slot::try_take_fenced: the claim, then the fence */
@@ -776,7 +866,19 @@ inline own_take_all(s) {
 inline take_slot() {
     take_seq();
     if
-    :: res == ELSEWHERE -> c = want; fenced_take(c, got); res = (got -> HIT : BUSY)
+    :: res == ELSEWHERE ->
+#ifdef ACK_FROM_ELSEWHERE
+        d_step {                                /* MUTANT: acks want's claim from this CPU */
+            run_here();
+            if
+            :: owner[want] >= 2 && (owner[want] & 1) == 0 ->
+               printf("P%d (cpu %d) acks slot %d's claim from elsewhere: owner %d -> %d\n", _pid, cpu[_pid], want, owner[want], owner[want] | 1);
+               owner[want] = owner[want] | 1
+            :: else
+            fi
+        };
+#endif
+        c = want; fenced_take(c, got); res = (got -> HIT : BUSY)
     :: else
     fi
 }

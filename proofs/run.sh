@@ -148,7 +148,9 @@ run cache_alloc_loose_forgets_rest fail cache.pml   "-DFORGETS_REST -DPRELOAD -D
 
 # rseq.pml (README section 5): 2 workers of 2 operations each, the remote thread (a steal
 # from slot 0, then flush_cpu(0)); item 2 starts in slot 0's previous magazine; the kernel
-# migrates workers twice and interrupts a sequence once, in all.
+# migrates workers twice and interrupts a sequence once, in all.  A claimant's upgrade
+# (SlotClaim::fence) takes the acknowledgement (token | 1, committed by a take sequence on
+# the slot's CPU) when it is there, else the membarrier.
 run rseq_1cpu_3ops           pass     rseq.pml      "-DNCPU=1 -DOPS=3 -DFLUSHES=0"     "-DCOLLAPSE"  "-m100000 -w26"
 run rseq_1cpu_2flushes       pass     rseq.pml      "-DNCPU=1 -DFLUSHES=2"             "-DCOLLAPSE"  "-m100000 -w26"
 run rseq_2cpus               pass     rseq.pml      "-DNCPU=2 -DFLUSHES=0"             "-DCOLLAPSE"  "-m100000 -w26"
@@ -161,6 +163,9 @@ run rseq_no_membarrier       fail     rseq.pml      "-DNCPU=1 -DNO_MEMBARRIER -D
 run rseq_take_stores         fail     rseq.pml      "-DNCPU=1 -DTAKE_STORES -DONLY_CONSERVATION"          "-DREACH" "-m1000 -i"
 run rseq_claim_touches_loaded fail    rseq.pml      "-DNCPU=1 -DFLUSHES=0 -DCLAIM_TOUCHES_LOADED -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
 run rseq_claim_no_cas        fail     rseq.pml      "-DNCPU=1 -DCLAIM_NO_CAS -DONLY_CONSERVATION"         "-DREACH" "-m1000 -i"
+run rseq_ack_outside_sequence fail    rseq.pml      "-DNCPU=2 -DOPS=1 -DW2CPU=0 -DMIGRATIONS=1 -DINTERRUPTS=0 -DACK_OUTSIDE_SEQUENCE -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
+run rseq_ack_from_elsewhere  fail     rseq.pml      "-DNCPU=2 -DSTEALS=0 -DMIGRATIONS=0 -DINTERRUPTS=0 -DW1WANT=0 -DW1CPU=1 -DW2CPU=0 -DACK_FROM_ELSEWHERE -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
+run rseq_ack_stores          fail     rseq.pml      "-DNCPU=1 -DFLUSHES=0 -DACK_STORES -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
 
 report
 echo "proofs: $failures unexpected result(s), $((SECONDS - total_start)) s in all"
