@@ -167,18 +167,20 @@ pub struct Options {
     /// nobody; see [`docs::design`](crate::docs::design#restartable-sequences).
     ///
     /// On the machines of `BENCHMARKS.md` an alloc/free pair on one thread costs
-    /// 0.22-0.45x the slot protocol's, and 8 threads of pairs on 2 cores run at 5.7-17x
-    /// its throughput, with no busy misses. Off by default all the same, because an operation that
-    /// takes the slot of a CPU from a thread that is not on that CPU (`flush_cpu`,
-    /// `flush`, `cached`, trims that reclaim idle slots, exhaustion flushes, steals that
-    /// need the loaded magazine, and `alloc_on` / `free_on` / `alloc_cached_where_on` for
-    /// another CPU's slot) makes a `membarrier` system call that interrupts that CPU
-    /// (about 9 us there). Steals that find the other slot's `previous` magazine full,
-    /// and polls of a cache that holds nothing, need none (see
-    /// [`Stats::fenced_takes`](crate::Stats::fenced_takes)). Slots beyond the CPUs the
-    /// system may bring up never run sequences, so the `_on` calls take them with a
-    /// compare-and-swap as without; a simulator that drives the slots of the real CPUs
-    /// from one thread with the `_on` calls should leave it off.
+    /// 0.22-0.45x the slot protocol's, 8 threads of pairs on 2 cores run at 5.7-17x its
+    /// throughput with no busy misses, and a 1 -> 1 hand-off at 3.56x an `ArrayQueue`.
+    /// Off by default all the same, because an operation that takes the slot of a CPU
+    /// from a thread that is not on that CPU (`flush_cpu`, `flush`, `cached`, trims that
+    /// reclaim idle slots, exhaustion flushes, steals that need the loaded magazine, and
+    /// `alloc_on` / `free_on` / `alloc_cached_where_on` for another CPU's slot) waits up
+    /// to 2 us for that CPU to acknowledge its claim, and when no thread there calls into
+    /// the cache meanwhile, makes a `membarrier` system call that interrupts that CPU
+    /// (about 9 us there; see [`Stats::fenced_takes`](crate::Stats::fenced_takes)).
+    /// Steals that find the other slot's `previous` magazine full, and polls of a cache
+    /// that holds nothing, need neither. Slots beyond the CPUs the system may bring up
+    /// never run sequences, so the `_on` calls take them with a compare-and-swap as
+    /// without; a simulator that drives the slots of the real CPUs from one thread with
+    /// the `_on` calls should leave it off.
     ///
     /// When off, or where unavailable, every operation takes its slot with a
     /// compare-and-swap: the portable protocol that loom and shuttle check.
