@@ -3,7 +3,7 @@
  * (the sequences alloc, free and take: enter_slot!, the one commit each; take's commit
  * is a lock cmpxchg of the owner word from the value it read: FREE to TAKEN, or a claim's
  * token to token | 1, the acknowledgement) against the claims of src/slot.rs
- * (Slot::try_claim: CAS FREE -> token; SlotClaim::previous; SlotClaim::fence = the
+ * (Slot::try_claim: CAS FREE -> token; SlotClaim::previous; SlotClaim::take_whole = the
  * acknowledgement if a bounded wait sees it, else rseq::fence_cpu =
  * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, FLAG_CPU, cpu); Slot::try_take_fenced
  * = claim + fence, with no load of the owner word after it), as src/cache.rs uses them
@@ -55,7 +55,7 @@
  * Holders of a slot (owner[c] != FREE): the take sequence's committer (TAKEN: the whole
  * slot), or a claimant (its token; Slot::try_claim's CAS FREE -> token).  A claimant
  * owns the previous magazine at once, not the loaded one: a sequence that read FREE
- * before the claim may still commit into it.  SlotClaim::fence upgrades it: when it sees
+ * before the claim may still commit into it.  SlotClaim::take_whole upgrades it: when it sees
  * its token acknowledged (one step, guarded by owner == token | 1: the code's bounded
  * wait, which may end at any moment without it), or else after the membarrier on the
  * slot's CPU, the whole slot is its (a confirmed owner).  The acknowledgement suffices:
@@ -93,7 +93,7 @@
  * a racy look at the owner word and both lengths, skipping a slot that is owned or holds
  * nothing (Slot::looks_empty); the claim; if previous holds items, the whole previous
  * magazine to the thief (MagazinePair::steal_magazine: out of the slot), and the release
- * store, no fence; else the fence (SlotClaim::fence), both magazines to the thief
+ * store, no fence; else the fence (SlotClaim::take_whole), both magazines to the thief
  * (steal_from), the release store), then FLUSHES rounds of Cache::flush_cpu(c) for c in
  * 0 .. FLUSH_SLOTS-1 (the fenced take: claim + fence; every item of both magazines to
  * the outside; the release store; a missed claim stores nothing and moves on:
@@ -130,7 +130,7 @@
  * -DCOMMIT_BEFORE_READ  the alloc sequence stores len - 1 first, then reads the item
  *                       (an abort in between loses the item beyond len).
  * -DNO_OWNER_CHECK      the alloc and free sequences do not check the owner word.
- * -DNO_MEMBARRIER       SlotClaim::fence skips the fence (the crate's mutant
+ * -DNO_MEMBARRIER       SlotClaim::take_whole skips the fence (the crate's mutant
  *                       fence_skipped).
  * -DTAKE_STORES         the take sequence commits with a plain store (the old commit;
  *                       the crate's mutant take_commits_with_store): of TAKEN, or of
@@ -656,7 +656,7 @@ inline claim(s, got) {
 #endif
 }
 
-/* SlotClaim::fence: the claim acknowledged (owner = token | 1, seen by the claimant's
+/* SlotClaim::take_whole: the claim acknowledged (owner = token | 1, seen by the claimant's
  * bounded wait), else rseq::fence_cpu(s); then the whole slot is the claimant's, with no
  * further load of the owner word (it may hold token or token | 1) */
 inline fence(s) {
@@ -985,7 +985,7 @@ inline steal(s) {
                 check()
             };
             release(s)
-        :: else ->                              /* claim.fence(), then steal_from */
+        :: else ->                              /* claim.take_whole(), then steal_from */
             fence(s);
             own_take_all(s);
             release(s)

@@ -1236,7 +1236,7 @@ impl<S: Source> Cache<S> {
             if thief.steal_magazine(claim.previous()) {
                 return true;
             }
-            return claim.fence().with(|victim| thief.steal_from(victim));
+            return claim.take_whole().with(|victim| thief.steal_from(victim));
         }
         Self::take_victim(slot)
             .is_some_and(|mut victim| victim.with(|victim| thief.steal_from(victim)))

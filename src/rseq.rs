@@ -759,15 +759,13 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
     }
 }
 
-/// The take sequence with `$commit`, its commit, and `$claimed`, what it does when it
-/// reads a claim's token not yet acknowledged. It reads the owner word into `rax` (the
+/// The take sequence with `$commit`, its commit. It reads the owner word into `rax` (the
 /// value the commit expects) and picks what to store in `rcx`: `TAKEN` over `FREE` (label
-/// 40), or the token's acknowledged form, `token | 1`, over a token (`$claimed`, label
-/// 41); an odd value (`TAKEN`, or a claim already acknowledged) is busy. After the commit
+/// 40), or the token's acknowledged form, `token | 1`, over a token (label 41); an odd value (`TAKEN`, or a claim already acknowledged) is busy. After the commit
 /// the zero flag tells whether it stored. Sets `$code` (0 taken, 1 busy, 3 elsewhere) and
 /// `$index` (the slot's).
 macro_rules! take_sequence {
-    ($commit:literal, $claimed:literal, $layout:expr, $want:expr, $code:ident, $index:ident) => {
+    ($commit:literal, $layout:expr, $want:expr, $code:ident, $index:ident) => {
         core::arch::asm!(
             enter_cpu!(either_cpu),
             "mov rsi, rax",
@@ -776,7 +774,8 @@ macro_rules! take_sequence {
             "jz 40f",
             "test al, 1",
             "jnz 26f",
-            $claimed,
+            "lea rcx, [rax + 1]",
+            "jmp 41f",
             "40:",
             "mov ecx, 1",
             "41:",
@@ -818,7 +817,7 @@ macro_rules! take_sequence {
 /// any sequence that read `FREE` before the claim has committed or was preempted or
 /// migrated on the way, which aborts it. (Also when the token is the same thread's next
 /// claim, made after this sequence read the previous one: the CPU was this sequence's
-/// all along.) `SlotClaim::fence` waits a moment for it before it makes a system call.
+/// all along.) `SlotClaim::take_whole` waits a moment for it before it makes a system call.
 ///
 /// # Safety
 ///
@@ -833,7 +832,6 @@ pub(crate) unsafe fn take(layout: &Layout, want: usize) -> Result<usize, Miss> {
             // which overwrites the token of a claim made after the owner word was read.
             take_sequence!(
                 "mov qword ptr [rdx + {owner}], rcx",
-                "lea rcx, [rax + 1]\njmp 41f",
                 layout,
                 want,
                 code,
@@ -844,7 +842,6 @@ pub(crate) unsafe fn take(layout: &Layout, want: usize) -> Result<usize, Miss> {
             // busy.
             take_sequence!(
                 "lock cmpxchg qword ptr [rdx + {owner}], rcx",
-                "lea rcx, [rax + 1]\njmp 41f",
                 layout,
                 want,
                 code,

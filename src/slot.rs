@@ -42,7 +42,7 @@ pub(crate) struct Slot<T> {
     /// once no such sequence can: when a take sequence on the slot's CPU acknowledges the
     /// claim (`rseq::take` says why that suffices), or after a `membarrier` that aborts or
     /// completes every such sequence there (the *fenced take*: [`try_take`](Self::try_take),
-    /// [`SlotClaim::fence`]).
+    /// [`SlotClaim::take_whole`]).
     owner: AtomicUsize,
     /// Hits of restartable sequences, counted by a second sequence on the CPU that ran
     /// them: written only there (so a plain add suffices), read Relaxed by `stats`.
@@ -127,8 +127,8 @@ impl<T> Slot<T> {
     #[inline]
     pub(crate) fn try_take(&self) -> Option<SlotGuard<'_, T>> {
         #[cfg(all(magazine_rseq, not(miri)))]
-        if let Some(cpu) = self.fenced_cpu {
-            return self.try_take_fenced(cpu);
+        if self.fenced_cpu.is_some() {
+            return self.try_take_fenced();
         }
         // A CAS rather than `swap(TAKEN)`: a busy miss then writes nothing. Same semantics
         // (Acquire on success; a miss needs no synchronisation), and loom 0.7 checks it
@@ -196,8 +196,8 @@ impl<T> Slot<T> {
     /// claim, then the fence.
     #[cfg(all(magazine_rseq, not(miri)))]
     #[cold]
-    fn try_take_fenced(&self, cpu: usize) -> Option<SlotGuard<'_, T>> {
-        self.claim(cpu).map(SlotClaim::fence)
+    fn try_take_fenced(&self) -> Option<SlotGuard<'_, T>> {
+        self.try_claim().map(SlotClaim::take_whole)
     }
 
     /// Claims the slot from a thread that may run on another CPU, when its CPU runs
@@ -205,14 +205,10 @@ impl<T> Slot<T> {
     /// of the fenced take (see `owner`), with no system call. The claim owns the slot's
     /// `previous` magazine, which no sequence touches, but not its loaded magazine, which
     /// a sequence that read `FREE` before the claim may still change;
-    /// [`SlotClaim::fence`] makes it a whole take.
+    /// [`SlotClaim::take_whole`] makes it a whole take.
     #[cfg(all(magazine_rseq, not(miri)))]
     pub(crate) fn try_claim(&self) -> Option<SlotClaim<'_, T>> {
-        self.claim(self.fenced_cpu?)
-    }
-
-    #[cfg(all(magazine_rseq, not(miri)))]
-    fn claim(&self, cpu: usize) -> Option<SlotClaim<'_, T>> {
+        let cpu = self.fenced_cpu?;
         // Even: the low bit marks an acknowledgement.
         let token = (crate::sync::thread_index() + 1) << 1;
         // Acquire: receives the last owner's writes (its Release store of `FREE`). Every
@@ -340,7 +336,7 @@ impl<'a, T> SlotClaim<'a, T> {
     /// an interrupt of that CPU). Either way every sequence that read `FREE` before the
     /// claim has then been aborted or has committed, with its stores visible to us, and
     /// every later one sees our token and misses.
-    pub(crate) fn fence(self) -> SlotGuard<'a, T> {
+    pub(crate) fn take_whole(self) -> SlotGuard<'a, T> {
         let claim = core::mem::ManuallyDrop::new(self);
         if !claim.acknowledged() {
             if !cfg!(magazine_mutant = "fence_skipped") {
@@ -349,7 +345,7 @@ impl<'a, T> SlotClaim<'a, T> {
             }
             claim.slot.fenced_takes.fetch_add(1, Ordering::Relaxed);
         }
-        // SAFETY: our claim's token is in the owner word and stays there (see `claim`),
+        // SAFETY: our claim's token is in the owner word and stays there (see `try_claim`),
         // and after the acknowledgement or the fence no sequence that read `FREE` can
         // still commit.
         unsafe { SlotGuard::new_unchecked(claim.slot) }
@@ -383,7 +379,7 @@ impl<'a, T> SlotClaim<'a, T> {
 /// operation (every hit misses while the claim holds); a fence costs 9 us on the guest of
 /// `BENCHMARKS.md`, 0.4 us when it is the caller's own CPU.
 #[cfg(all(magazine_rseq, not(miri)))]
-pub(crate) const ACKNOWLEDGEMENT_WAIT: std::time::Duration = std::time::Duration::from_micros(2);
+const ACKNOWLEDGEMENT_WAIT: std::time::Duration = std::time::Duration::from_micros(2);
 
 #[cfg(all(magazine_rseq, not(miri)))]
 impl<T> Drop for SlotClaim<'_, T> {

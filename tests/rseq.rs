@@ -346,6 +346,36 @@ fn hits_are_counted_once() {
     source.assert_all_home();
 }
 
+/// The CPUs the system may bring up (at least one).
+fn configured_cpus() -> usize {
+    // SAFETY: no preconditions; -1 on failure.
+    let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    usize::try_from(configured).unwrap_or(1).max(1)
+}
+
+/// A cache with restartable sequences on, magazines of `magazine_size`, `cpus` slots, over
+/// a tracking source of `pool` ids; `None`, saying so, where it cannot run sequences.
+fn cache_with_sequences(
+    magazine_size: usize,
+    cpus: usize,
+    pool: u32,
+) -> Option<(Cache<Arc<Tracking>>, Arc<Tracking>)> {
+    let mut options = Options::default();
+    options.restartable_sequences = true;
+    let config = Config {
+        magazine_size,
+        cpus,
+        ..Config::default()
+    };
+    let source = Arc::new(Tracking::new(pool));
+    let cache = Cache::with_options(Arc::clone(&source), config, options);
+    if !cache.runs_restartable_sequences() {
+        eprintln!("no restartable sequences here: skipped");
+        return None;
+    }
+    Some((cache, source))
+}
+
 /// An exhausted allocation fences only what needs it: a slot's `previous` magazine comes
 /// through a claim with no fence, its loaded magazine with one, and once everything is
 /// in the caller's hands further allocations find nothing and make no fence at all (a
@@ -357,21 +387,10 @@ fn exhausted_allocations_fence_only_slots_with_items() {
         eprintln!("one CPU allowed: nothing to steal across CPUs, skipped");
         return;
     }
-    let mut options = Options::default();
-    options.restartable_sequences = true;
-    // SAFETY: no preconditions.
-    let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    let config = Config {
-        magazine_size: 2,
-        cpus: cpus.len().max(usize::try_from(configured).unwrap_or(1)),
-        ..Config::default()
-    };
-    let source = Arc::new(Tracking::new(4));
-    let cache = Cache::with_options(Arc::clone(&source), config, options);
-    if !cache.runs_restartable_sequences() {
-        eprintln!("no restartable sequences here: skipped");
+    let Some((cache, source)) = cache_with_sequences(2, cpus.len().max(configured_cpus()), 4)
+    else {
         return;
-    }
+    };
     thread::scope(|s| {
         s.spawn(|| {
             run_on(&cpus[..1]);
@@ -416,23 +435,10 @@ fn exhausted_allocations_fence_only_slots_with_items() {
 /// real CPUs other than the caller's need one.
 #[test]
 fn slots_beyond_the_cpus_take_no_fence() {
-    // SAFETY: no preconditions.
-    let configured = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) })
-        .unwrap_or(1)
-        .max(1);
-    let mut options = Options::default();
-    options.restartable_sequences = true;
-    let config = Config {
-        magazine_size: 2,
-        cpus: configured + 2,
-        ..Config::default()
-    };
-    let source = Arc::new(Tracking::new(8));
-    let cache = Cache::with_options(Arc::clone(&source), config, options);
-    if !cache.runs_restartable_sequences() {
-        eprintln!("no restartable sequences here: skipped");
+    let configured = configured_cpus();
+    let Some((cache, source)) = cache_with_sequences(2, configured + 2, 8) else {
         return;
-    }
+    };
     let beyond = configured + 1;
     for _ in 0..100 {
         let id = cache.alloc_on(beyond).unwrap();
@@ -472,21 +478,10 @@ fn claims_are_acknowledged_by_the_slots_cpu() {
         eprintln!("one CPU allowed: skipped");
         return;
     }
-    let mut options = Options::default();
-    options.restartable_sequences = true;
-    // SAFETY: no preconditions.
-    let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    let config = Config {
-        magazine_size: 4,
-        cpus: cpus.len().max(usize::try_from(configured).unwrap_or(1)),
-        ..Config::default()
-    };
-    let source = Arc::new(Tracking::new(64));
-    let cache = Cache::with_options(Arc::clone(&source), config, options);
-    if !cache.runs_restartable_sequences() {
-        eprintln!("no restartable sequences here: skipped");
+    let Some((cache, source)) = cache_with_sequences(4, cpus.len().max(configured_cpus()), 64)
+    else {
         return;
-    }
+    };
     let busy = cpus[1];
     let started = AtomicBool::new(false);
     let done = AtomicBool::new(false);

@@ -226,7 +226,7 @@
 //! belonged to an earlier claim of the same thread, released and claimed again since, the
 //! CPU was still this sequence's all along.) A thread that runs sequences on that CPU
 //! acknowledges at its next operation, since every hit misses while the claim holds; the
-//! claimant waits up to 2 us for it (`SlotClaim::fence`) and fences only when none comes:
+//! claimant waits up to 2 us for it (`SlotClaim::take_whole`) and fences only when none comes:
 //! the CPU is idle, or runs a thread that makes no call into the cache.
 //!
 //! The fence is needed for the loaded magazine only. Sequences touch nothing else of a
@@ -270,17 +270,21 @@
 //! comes after it. An exhausted allocation then goes back to its own slot with a
 //! sequence, not a fence. So a consumer that polls a cache holding nothing makes no
 //! system call and interrupts no CPU (`tests/rseq.rs`,
-//! `exhausted_allocations_fence_only_slots_with_items`: 100 such polls made 400 fences
-//! before); only a slot that holds items costs one. A thread that holds a slot through its miss path still makes the other
-//! threads on that CPU miss (it was preempted while owning the slot); removing that
+//! `exhausted_allocations_fence_only_slots_with_items`); only a slot that holds items can
+//! cost one.
+//!
+//! A thread that holds a slot through its miss path still makes the other threads on
+//! that CPU miss (it was preempted while owning the slot); removing that
 //! would need the miss path itself to run in sequences (exchanging whole magazines with
 //! one commit, as tcmalloc's per-CPU caches do), which this version does not do.
 //!
 //! The protocol is checked by the SPIN model `proofs/rseq.pml` (aborts before any step,
-//! migrations, a second thread on the same CPU, remote fenced takes; controls without the
-//! owner check, without the fence, and with the commit before the last store) and by
+//! migrations, a second thread on the same CPU, claims, acknowledgements and fenced takes;
+//! controls without the owner check, without the fence, with the commit before the last
+//! store, with a take that stores over a token, a claim that takes the loaded magazine,
+//! and acknowledgements made outside a sequence or from another CPU) and by
 //! `tests/rseq.rs` on the real assembly: 16 threads on two cores with forced migrations,
-//! signals, and `flush_cpu`/`trim` racing, against a tracking source. loom and shuttle
+//! signals, and `flush_cpu`/`trim`/steals racing, against a tracking source. loom and shuttle
 //! check the portable protocol, which the fallback and every other platform run.
 //!
 //! # The seed scenario and Linux
