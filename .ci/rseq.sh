@@ -15,10 +15,10 @@
 #   take_commits_with_store the take sequence commits with a plain store of TAKEN, which
 #                           overwrites a claim's token: two owners (`exhausted_pool`)
 #
-# Not here: an acknowledgement made from another CPU (the mutant ack_from_elsewhere,
-# tried on 2026-12-05, escaped three runs of 4 * 10^7 operations: the race needs another
-# CPU's sequence to stay in flight through a whole claim, acknowledgement and take). The
-# SPIN model proofs/rseq.pml checks the acknowledgement instead, with its controls.
+# Not here: an acknowledgement made from another CPU. Its race needs another CPU's
+# sequence to stay in flight through a whole claim, acknowledgement and take, which a
+# stress test on real CPUs does not reach; the SPIN model proofs/rseq.pml checks the
+# acknowledgement instead (control ACK_FROM_ELSEWHERE).
 #
 # Where the cache cannot run sequences (another platform, an old kernel, valgrind), the
 # test checks the slot protocol and the mutants are skipped, saying so.
