@@ -7,8 +7,11 @@
 #                           taker owns the slot (heap corruption or a lost item)
 #   commit_before_read      the pop of a one-word item commits before it loads the item, so
 #                           an abort between the two loses the item (`one_word_items`)
-#   count_before_commit     the push of a copied item counts its hit inside its own section,
-#                           before the commit, so an abort in between counts it twice
+#   count_before_commit     the push of a copied item counts its hit with a store of its
+#                           own before the commit, so an abort in between counts it twice
+#                           (`hits_are_counted_once`)
+#   alloc_hits_overflow     the pop counts its hit without the guard bit, so the allocation
+#                           hits overflow into the free hits before an owner folds them
 #                           (`hits_are_counted_once`)
 #   claim_takes_loaded      a steal's claim (no fence) moves the loaded magazine too, into
 #                           which a sequence in flight still commits (`exhausted_pool`)
@@ -41,8 +44,8 @@ fi
 export CARGO_TARGET_DIR=target/rseq-mutant
 export RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh
 failed=0
-for mutant in fence_skipped commit_before_read count_before_commit claim_takes_loaded \
-  take_commits_with_store; do
+for mutant in fence_skipped commit_before_read count_before_commit alloc_hits_overflow \
+  claim_takes_loaded take_commits_with_store; do
   start=$SECONDS
   # The wrapper's cfg is not in cargo's fingerprint: rebuild the crate for each mutant.
   cargo clean --release -p magazine >/dev/null 2>&1 || true

@@ -12,7 +12,7 @@ use crate::policy::{Config, Options};
 use crate::slot::{Slot, SlotGuard};
 use crate::source::Source;
 use crate::stats::{OwnedCounter, SharedCounter, Stats};
-use crate::sync::{AtomicBool, AtomicUsize, Backoff, Ordering};
+use crate::sync::{AtomicBool, Backoff, Ordering};
 
 /// A magazine/depot cache in front of a [`Source`].
 ///
@@ -225,6 +225,7 @@ impl<S: Source> Cache<S> {
                 core::mem::size_of::<CachePadded<Slot<S::Item>>>(),
                 slots.len(),
                 core::mem::size_of::<S::Item>(),
+                config.magazine_size,
             )
         } else {
             None
@@ -764,12 +765,18 @@ impl<S: Source> Cache<S> {
             self.slots.iter().map(|slot| counter(slot).get()).sum()
         };
         let counters = &self.counters;
+        // Hits that restartable sequences counted and no owner has folded yet.
+        let [unfolded_allocs, unfolded_frees] = self
+            .slots
+            .iter()
+            .map(|slot| slot.unfolded_hits())
+            .fold([0, 0], |[a, f], [slot_a, slot_f]| [a + slot_a, f + slot_f]);
         Stats {
             alloc_hits: sum(|slot| &slot.alloc_hits)
-                + self.sequence_hits(|slot| &slot.sequence_alloc_hits)
+                + unfolded_allocs
                 + counters.local_alloc.hits.get(),
             free_hits: sum(|slot| &slot.free_hits)
-                + self.sequence_hits(|slot| &slot.sequence_free_hits)
+                + unfolded_frees
                 + counters.local_free.hits.get(),
             depot_pops: sum(|slot| &slot.depot_pops)
                 + counters.depot_pops.get()
@@ -792,14 +799,6 @@ impl<S: Source> Cache<S> {
                 .map(|slot| slot.fenced_takes() as u64)
                 .sum(),
         }
-    }
-
-    /// The hits that restartable sequences counted, over all slots.
-    fn sequence_hits(&self, counter: fn(&Slot<S::Item>) -> &AtomicUsize) -> u64 {
-        self.slots
-            .iter()
-            .map(|slot| counter(slot).load(Ordering::Relaxed) as u64)
-            .sum()
     }
 
     /// The backing allocator.
@@ -935,7 +934,7 @@ impl<S: Source> Cache<S> {
         // SAFETY: as in `alloc_in_sequence`.
         match unsafe { crate::rseq::take(layout, want) } {
             // SAFETY: the sequence's commit took slot `index` for us.
-            Ok(index) => Some(unsafe { SlotGuard::new_unchecked(&self.slots[index]) }),
+            Ok(index) => Some(unsafe { self.slots[index].guard_after_sequences() }),
             Err(Miss::Busy) => None,
             Err(_) => {
                 let index = match want {
@@ -1230,7 +1229,7 @@ impl<S: Source> Cache<S> {
                 core::mem::forget(claim);
                 // SAFETY: none; a sequence that read `FREE` before the claim may commit
                 // into the loaded magazine: the bug the stress test must find.
-                let mut victim = unsafe { SlotGuard::new_unchecked(slot) };
+                let mut victim = unsafe { slot.guard_after_sequences() };
                 return victim.with(|victim| thief.steal_from(victim));
             }
             if thief.steal_magazine(claim.previous()) {

@@ -24,6 +24,9 @@ pub(crate) struct Magazine<T> {
     /// Invariant: `items[..len]` are initialised, `items[len..]` are not.
     items: NonNull<Cell<T>>,
     capacity: usize,
+    /// The length; except that, as the loaded magazine of a slot whose CPU runs
+    /// restartable sequences, while nobody owns the slot, it also counts the sequences'
+    /// hits above bit 32 (`rseq::POP_STEP`; the owner who takes the slot takes them out).
     len: usize,
     /// The magazine's depot stack node (see [`Link`]): allocated at its first push and
     /// kept from push to push; freed through the epoch when the magazine is dropped.
@@ -75,6 +78,16 @@ impl<T> Magazine<T> {
             ptr::addr_of!(self.len) as usize,
             ptr::addr_of!(self.capacity) as usize,
         ]
+    }
+
+    /// Takes out the hits that restartable sequences counted in the length word of a
+    /// slot's loaded magazine (`rseq::POP_STEP`), leaving the length alone in it: the
+    /// magazine's invariant then holds again. For the owner that took the slot whole.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    pub(crate) fn take_sequence_hits(&mut self) -> crate::rseq::Hits {
+        let (len, hits) = crate::rseq::split(self.len);
+        self.len = len;
+        hits
     }
 
     /// The address of the length of the magazine at `magazine`, computed without making a

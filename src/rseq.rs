@@ -147,11 +147,52 @@ pub(crate) const ANY_CPU: usize = usize::MAX;
 /// `Slot`, `MagazinePair` and `Magazine` are `repr(C)` and start with these word-sized
 /// fields (`Layout::new` checks them).
 const OWNER: usize = 0;
-const ALLOC_HITS: usize = 8;
-const FREE_HITS: usize = 16;
-const ITEMS: usize = 24;
-const CAPACITY: usize = 32;
-const LEN: usize = 40;
+const ITEMS: usize = 8;
+const CAPACITY: usize = 16;
+const LEN: usize = 24;
+
+/// The loaded magazine's length word of a slot whose CPU runs sequences also counts their
+/// hits, so that a hit's commit, one store, counts it too (a count stored apart from the
+/// commit would be counted again when an abort between the two restarts the sequence).
+///
+/// | bits   | field |
+/// |--------|-------|
+/// | 0-31   | the length |
+/// | 32-46  | allocation hits |
+/// | 47     | guard: set by the hit that would overflow the allocation hits |
+/// | 48-63  | free hits (the hit that would overflow them carries out of the word) |
+///
+/// A pop adds [`POP_STEP`] (length - 1, allocation hits + 1), a push [`PUSH_STEP`]; a
+/// sequence whose addition sets the guard or carries does not commit and reports
+/// [`Miss::Counters`]. Owners keep the word a plain length: whoever takes the slot whole
+/// first moves the counts to the slot's counters ([`split`], `Slot::fold_sequence_hits`), so
+/// every `2^15` hits or so one operation takes the slot.
+const POP_STEP: usize = (1 << 32) - 1;
+const PUSH_STEP: usize = (1 << 48) + 1;
+const ALLOC_HITS_SHIFT: u32 = 32;
+const ALLOC_HITS_MASK: usize = (1 << 15) - 1;
+const FREE_HITS_SHIFT: u32 = 48;
+
+/// The largest magazine whose length fits the length word's field.
+pub(crate) const MAX_MAGAZINE_SIZE: usize = u32::MAX as usize;
+
+/// The hits that sequences counted in a length word.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Hits {
+    pub(crate) alloc: usize,
+    pub(crate) free: usize,
+}
+
+/// A loaded magazine's length word, split into the length and the hits it counts (see
+/// [`POP_STEP`]).
+#[inline]
+pub(crate) fn split(word: usize) -> (usize, Hits) {
+    let hits = Hits {
+        alloc: (word >> ALLOC_HITS_SHIFT) & ALLOC_HITS_MASK,
+        free: word >> FREE_HITS_SHIFT,
+    };
+    (word & MAX_MAGAZINE_SIZE, hits)
+}
 
 /// Where a cache's slots are, for the sequences: the first slot's address, the distance
 /// between slots (a power of two, as its logarithm: a shift indexes faster than a
@@ -165,6 +206,9 @@ pub(crate) struct Layout {
     stride_log2: usize, // 8
     slots: usize,       // 16
     item_size: usize,   // 24
+    /// [`POP_STEP`] and [`PUSH_STEP`], which no instruction takes as an immediate.
+    pop_step: usize, // 32
+    push_step: usize,   // 40
     /// The rseq area's offset from the thread pointer (the same for every thread): the
     /// sequences address it as `fs:[offset]`.
     area: isize, // passed in r8
@@ -177,33 +221,26 @@ pub(crate) struct SlotFields {
     pub(crate) items: usize,
     pub(crate) len: usize,
     pub(crate) capacity: usize,
-    pub(crate) alloc_hits: usize,
-    pub(crate) free_hits: usize,
 }
 
 impl Layout {
     /// The layout of `slots` slots `stride` bytes apart (a power of two: `CachePadded`
     /// rounds a slot up to 256 bytes), the first of which has `first`'s
-    /// fields, holding items of `item_size` bytes; `None` when glibc registers no rseq
-    /// areas (see [`available`]).
+    /// fields, holding items of `item_size` bytes in magazines of `magazine_size`; `None`
+    /// when glibc registers no rseq areas (see [`available`]) or the magazines are larger
+    /// than [`MAX_MAGAZINE_SIZE`].
     pub(crate) fn new(
         first: SlotFields,
         stride: usize,
         slots: usize,
         item_size: usize,
+        magazine_size: usize,
     ) -> Option<Self> {
-        let offsets = [
-            first.owner,
-            first.alloc_hits,
-            first.free_hits,
-            first.items,
-            first.capacity,
-            first.len,
-        ]
-        .map(|field| field - first.slot);
+        let offsets =
+            [first.owner, first.items, first.capacity, first.len].map(|field| field - first.slot);
         assert_eq!(
             offsets,
-            [OWNER, ALLOC_HITS, FREE_HITS, ITEMS, CAPACITY, LEN],
+            [OWNER, ITEMS, CAPACITY, LEN],
             "magazine: a slot's fields are not where the restartable sequences look"
         );
         assert!(
@@ -215,7 +252,9 @@ impl Layout {
             stride_log2: stride.trailing_zeros() as usize,
             slots,
             item_size,
-            area: offset()?,
+            pop_step: POP_STEP,
+            push_step: PUSH_STEP,
+            area: offset().filter(|_| magazine_size <= MAX_MAGAZINE_SIZE)?,
         })
     }
 }
@@ -227,6 +266,9 @@ pub(crate) enum Miss {
     Busy,
     /// The loaded magazine is empty (`alloc`) or full (`free`).
     Magazine,
+    /// The hit counters in the loaded magazine's length word are full (see [`POP_STEP`]):
+    /// the slot's owner must fold them.
+    Counters,
     /// The thread is not on the CPU asked for, or on a CPU without a slot, or its area
     /// is not registered.
     Elsewhere,
@@ -236,6 +278,7 @@ fn miss(code: usize) -> Miss {
     match code {
         1 => Miss::Busy,
         2 => Miss::Magazine,
+        4 => Miss::Counters,
         _ => Miss::Elsewhere,
     }
 }
@@ -296,51 +339,29 @@ macro_rules! enter_cpu {
     };
 }
 
-/// After a hit's commit (label 23): a second sequence (24 to 28, descriptor 31) adds one
-/// to the hit counter at offset `$counter` of the slot, if the thread still runs on the
-/// CPU in `rax`; otherwise (29, also the abort handler 33) it finds the slot of the CPU it
-/// runs on now and starts the second sequence again. Then the exits, the abort handlers
-/// and the two descriptors. `eax` is 0 for a hit, 1 busy, 2 magazine, 3 elsewhere.
-/// (`@add` names the second sequence's instruction: for a mutant that counts elsewhere.)
-macro_rules! count_and_exit {
-    ($counter:literal) => {
-        count_and_exit!(@add concat!("add qword ptr [rdx + {", $counter, "}], 1\n"))
-    };
-    (@add $add:expr) => {
+/// After a hit's commit (label 23): the exits, the abort handler and the descriptor.
+/// `eax` is 0 for a hit, 1 busy, 2 magazine, 3 elsewhere, 4 counters full.
+macro_rules! exit {
+    () => {
         concat!(
             "23:\n",
-            "lea rcx, [rip + 31f]\n",
-            "mov qword ptr fs:[r8 + 8], rcx\n",
-            "24:\n",
-            "cmp eax, dword ptr fs:[r8 + 4]\n",
-            "jne 29f\n",
-            $add,
-            "28:\n",
             "xor eax, eax\n",
-            "jmp 39f\n",
-            "29:\n",
-            "mov ecx, dword ptr [r9 + 8]\n",
-            "mov eax, dword ptr fs:[r8 + 4]\n",
-            "cmp rax, qword ptr [r9 + 16]\n",
-            // On a CPU without a slot (only when CPUs come and go) the hit goes uncounted.
-            "jae 28b\n",
-            "mov rdx, rax\n",
-            "shl rdx, cl\n",
-            "add rdx, qword ptr [r9]\n",
-            "jmp 23b\n",
             exits!(),
-            abort_handler!(33, "29b"),
             "39:\n",
             descriptor!(30, "21b", "23b", "32b"),
-            descriptor!(31, "24b", "28b", "33b"),
         )
     };
 }
 
-/// The miss exits (25, 26, 27) and the first sequence's abort handler (32).
+/// The miss exits (24, 25, 26, 27) and the sequence's abort handler (32), out of the
+/// hot path's instruction stream: a hit falls through to 39, the end.
 macro_rules! exits {
     () => {
         concat!(
+            ".pushsection .text.unlikely, \"ax\", @progbits\n",
+            "24:\n",
+            "mov eax, 4\n",
+            "jmp 39f\n",
             "25:\n",
             "mov eax, 2\n",
             "jmp 39f\n",
@@ -350,6 +371,7 @@ macro_rules! exits {
             "27:\n",
             "mov eax, 3\n",
             "jmp 39f\n",
+            ".popsection\n",
             abort_handler!(32, "20b"),
         )
     };
@@ -397,13 +419,38 @@ macro_rules! descriptor {
     };
 }
 
-/// The end of a pop of a one-word item: the load of the item below the length (`rdi`,
-/// the new length) out of the storage (`rsi`) into `r11`, then the commit, the store of
-/// the new length.
+/// The new length word of a pop (`$word` holds the old one): [`POP_STEP`] added, and a
+/// jump to 24 (counters full) when that sets the guard bit.
+macro_rules! count_pop {
+    ($word:literal) => {
+        concat!(
+            "add ",
+            $word,
+            ", qword ptr [r9 + 32]\n",
+            "bt ",
+            $word,
+            ", 47\n",
+            "jc 24f\n",
+        )
+    };
+}
+
+/// The new length word of a push (`$word` holds the old one): [`PUSH_STEP`] added, and a
+/// jump to 24 (counters full) when that carries out of the word.
+macro_rules! count_push {
+    ($word:literal) => {
+        concat!("add ", $word, ", qword ptr [r9 + 40]\n", "jc 24f\n")
+    };
+}
+
+/// The end of a pop of a one-word item: the load of the item below the length (index in
+/// `rcx`) out of the storage (`rsi`) into `r11`, then the commit, the store of the new
+/// length word (`rdi`).
 macro_rules! read_then_commit {
     () => {
         concat!(
-            "mov r11, qword ptr [rsi + 8 * rdi]\n",
+            "mov r11, qword ptr [rsi + 8 * rcx]\n",
+            count_pop!("rdi"),
             // The commit.
             "mov qword ptr [rdx + {len}], rdi\n",
         )
@@ -415,22 +462,21 @@ macro_rules! read_then_commit {
 macro_rules! commit_then_read {
     () => {
         concat!(
+            count_pop!("rdi"),
             "mov qword ptr [rdx + {len}], rdi\n",
-            "mov r11, qword ptr [rsi + 8 * rdi]\n",
+            "mov r11, qword ptr [rsi + 8 * rcx]\n",
         )
     };
 }
 
 /// A hit's sequence on the slot `$check` accepts: `enter_slot!`, the operation's `$body`
-/// (which ends with the commit), then the counting sequence (`count_and_exit!`'s
-/// arguments `$count`). The operand lists differ only in the item's register (`r11`:
-/// `$item`) and in the offsets the body names (`$fields`, besides `owner`); `$code` gets
-/// the outcome.
+/// (which ends with the commit), then `exit!`. The operand lists differ only in the
+/// item's register (`r11`: `$item`) and in the offsets the body names (`$fields`, besides
+/// `owner`); `$code` gets the outcome.
 macro_rules! sequence {
     (
         $check:ident,
         [$($body:expr),* $(,)?],
-        $count:tt,
         ($($fields:tt)*),
         ($($item:tt)*),
         $offset:expr,
@@ -441,7 +487,7 @@ macro_rules! sequence {
         core::arch::asm!(
             enter_slot!($check),
             $($body,)*
-            count_and_exit! $count,
+            exit!(),
             owner = const OWNER,
             $($fields)*
             in("r8") $offset,
@@ -466,14 +512,14 @@ macro_rules! pop_word {
             $check,
             [
                 "mov rdi, qword ptr [rdx + {len}]",
-                "test rdi, rdi",
+                // The length is the word's low half (see `POP_STEP`).
+                "test edi, edi",
                 "jz 25f",
                 "mov rsi, qword ptr [rdx + {items}]",
-                "dec rdi",
+                "lea ecx, [rdi - 1]",
                 $end!(),
             ],
-            ("alloc_hits"),
-            (items = const ITEMS, len = const LEN, alloc_hits = const ALLOC_HITS,),
+            (items = const ITEMS, len = const LEN,),
             (out("r11") $word),
             $offset,
             $layout,
@@ -484,31 +530,32 @@ macro_rules! pop_word {
 }
 
 /// The pop of an item of `item_size` bytes (`[r9 + 24]`) on the slot `$check` accepts,
-/// copied to `$out` inside the section.
+/// copied to `$out` inside the section. `$count` is `count_pop!("rcx")` (the new length
+/// word, in `rcx`), except in the mutant `alloc_hits_overflow`.
 macro_rules! pop_bytes {
-    ($check:ident, $offset:expr, $layout:expr, $want:expr, $out:expr, $code:ident) => {
+    ($check:ident, $count:expr, $offset:expr, $layout:expr, $want:expr, $out:expr, $code:ident) => {
         sequence!(
             $check,
             [
                 "mov rdi, qword ptr [rdx + {len}]",
-                "test rdi, rdi",
+                "test edi, edi",
                 "jz 25f",
-                "dec rdi",
+                // The length alone, less one: the index.
+                "dec edi",
                 "mov rcx, qword ptr [r9 + 24]",
                 "mov rsi, rdi",
                 "imul rsi, rcx",
                 "add rsi, qword ptr [rdx + {items}]",
                 "mov rdi, r11",
                 "rep movsb",
-                // The new length again: no register is left to keep it (`r10` must still
+                // The length word again: no register is left to keep it (`r10` must still
                 // hold `want` if the section restarts).
                 "mov rcx, qword ptr [rdx + {len}]",
-                "dec rcx",
+                $count,
                 // The commit.
                 "mov qword ptr [rdx + {len}], rcx",
             ],
-            ("alloc_hits"),
-            (items = const ITEMS, len = const LEN, alloc_hits = const ALLOC_HITS,),
+            (items = const ITEMS, len = const LEN,),
             (in("r11") $out),
             $offset,
             $layout,
@@ -525,21 +572,17 @@ macro_rules! push_word {
             $check,
             [
                 "mov rdi, qword ptr [rdx + {len}]",
-                "cmp rdi, qword ptr [rdx + {capacity}]",
+                // The length is the word's low half (see `POP_STEP`), the capacity too.
+                "cmp edi, dword ptr [rdx + {capacity}]",
                 "jae 25f",
                 "mov rsi, qword ptr [rdx + {items}]",
-                "mov qword ptr [rsi + 8 * rdi], r11",
-                "inc rdi",
+                "mov ecx, edi",
+                "mov qword ptr [rsi + 8 * rcx], r11",
+                count_push!("rdi"),
                 // The commit.
                 "mov qword ptr [rdx + {len}], rdi",
             ],
-            ("free_hits"),
-            (
-                items = const ITEMS,
-                capacity = const CAPACITY,
-                len = const LEN,
-                free_hits = const FREE_HITS,
-            ),
+            (items = const ITEMS, capacity = const CAPACITY, len = const LEN,),
             (in("r11") $word),
             $offset,
             $layout,
@@ -550,36 +593,33 @@ macro_rules! push_word {
 }
 
 /// The push of an item of `item_size` bytes at `$item` on the slot `$check` accepts,
-/// copied into the cell inside the section. `$early` is empty, and `$count` the counting
-/// sequence's arguments (`count_and_exit!`), except in the mutant `count_before_commit`.
+/// copied into the cell inside the section. `$early` is empty and `$count` is
+/// `count_push!("rcx")` (the new length word, in `rcx`), except in the mutant
+/// `count_before_commit`.
 macro_rules! push_bytes {
-    ($check:ident, $early:expr, $count:tt, $offset:expr, $layout:expr, $want:expr, $item:expr, $code:ident) => {
+    ($check:ident, $early:expr, $count:expr, $offset:expr, $layout:expr, $want:expr, $item:expr, $code:ident) => {
         sequence!(
             $check,
             [
                 "mov rdi, qword ptr [rdx + {len}]",
-                "cmp rdi, qword ptr [rdx + {capacity}]",
+                "cmp edi, dword ptr [rdx + {capacity}]",
                 "jae 25f",
                 $early,
+                // The length alone: the index.
+                "mov edi, edi",
                 "mov rcx, qword ptr [r9 + 24]",
                 "imul rdi, rcx",
                 "add rdi, qword ptr [rdx + {items}]",
                 "mov rsi, r11",
                 "rep movsb",
-                // The new length again: no register is left to keep it (`r10` must still
+                // The length word again: no register is left to keep it (`r10` must still
                 // hold `want` if the section restarts).
                 "mov rcx, qword ptr [rdx + {len}]",
-                "inc rcx",
+                $count,
                 // The commit.
                 "mov qword ptr [rdx + {len}], rcx",
             ],
-            $count,
-            (
-                items = const ITEMS,
-                capacity = const CAPACITY,
-                len = const LEN,
-                free_hits = const FREE_HITS,
-            ),
+            (items = const ITEMS, capacity = const CAPACITY, len = const LEN,),
             (in("r11") $item),
             $offset,
             $layout,
@@ -590,7 +630,8 @@ macro_rules! push_bytes {
 }
 
 /// Pops an item from the loaded magazine of the slot of the CPU the thread runs on (or
-/// only of `want`, unless it is [`ANY_CPU`]), if nobody owns the slot; counts the hit.
+/// only of `want`, unless it is [`ANY_CPU`]), if nobody owns the slot; the commit counts
+/// the hit in the length word (see [`POP_STEP`]).
 ///
 /// # Safety
 ///
@@ -609,10 +650,10 @@ pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
         // SAFETY: `offset` is where glibc registered this thread's rseq area (module
         // docs); the sequence reads the layout, and, in the slot it indexes, the owner
         // word, the loaded magazine's fields, and the item below its length; its one
-        // commit lowers the length, so the item is this thread's exactly when the commit
-        // happened, which is what code 0 says. It runs on the CPU's slot only while nobody
-        // owns it, and everyone else excludes it as `Slot::owner` says (the caller's
-        // promise). The hit count that follows is a sequence of its own on the CPU's slot.
+        // commit lowers the length (and counts the hit in the same word), so the item is
+        // this thread's exactly when the commit happened, which is what code 0 says. It
+        // runs on the CPU's slot only while nobody owns it, and everyone else excludes it
+        // as `Slot::owner` says (the caller's promise).
         unsafe {
             match (want, cfg!(magazine_mutant = "commit_before_read")) {
                 (ANY_CPU, false) => {
@@ -673,8 +714,37 @@ pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
     // SAFETY: as above; the sequence copies the item into `item`.
     unsafe {
         match want {
-            ANY_CPU => pop_bytes!(any_cpu, offset, layout_ptr, want, out, code),
-            _ => pop_bytes!(want_cpu, offset, layout_ptr, want, out, code),
+            ANY_CPU if cfg!(magazine_mutant = "alloc_hits_overflow") => {
+                // MUTANT: no guard bit: the allocation hit after `2^15 - 1` unfolded ones
+                // carries into the free hits.
+                pop_bytes!(
+                    any_cpu,
+                    "add rcx, qword ptr [r9 + 32]",
+                    offset,
+                    layout_ptr,
+                    want,
+                    out,
+                    code
+                )
+            }
+            ANY_CPU => pop_bytes!(
+                any_cpu,
+                count_pop!("rcx"),
+                offset,
+                layout_ptr,
+                want,
+                out,
+                code
+            ),
+            _ => pop_bytes!(
+                want_cpu,
+                count_pop!("rcx"),
+                offset,
+                layout_ptr,
+                want,
+                out,
+                code
+            ),
         }
     }
     match code {
@@ -685,8 +755,8 @@ pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
 }
 
 /// Pushes `item` onto the loaded magazine of the slot of the CPU the thread runs on (or
-/// only of `want`), if nobody owns the slot; counts the hit. Hands the item back on a
-/// miss.
+/// only of `want`), if nobody owns the slot; the commit counts the hit. Hands the item
+/// back on a miss.
 ///
 /// # Safety
 ///
@@ -717,12 +787,13 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
         unsafe {
             match want {
                 ANY_CPU if cfg!(magazine_mutant = "count_before_commit") => {
-                    // MUTANT: the hit is counted inside the push's own section, before its
-                    // commit: an abort in between counts it again when the section restarts.
+                    // MUTANT: the hit is counted with a store of its own, before the
+                    // commit (which then adds only the length): an abort in between counts
+                    // it again when the section restarts.
                     push_bytes!(
                         any_cpu,
-                        "add qword ptr [rdx + {free_hits}], 1",
-                        (@add ""),
+                        "mov rcx, qword ptr [r9 + 40]\ndec rcx\nadd qword ptr [rdx + {len}], rcx",
+                        "inc rcx",
                         offset,
                         layout_ptr,
                         want,
@@ -733,7 +804,7 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
                 ANY_CPU => push_bytes!(
                     any_cpu,
                     "",
-                    ("free_hits"),
+                    count_push!("rcx"),
                     offset,
                     layout_ptr,
                     want,
@@ -743,7 +814,7 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
                 _ => push_bytes!(
                     want_cpu,
                     "",
-                    ("free_hits"),
+                    count_push!("rcx"),
                     offset,
                     layout_ptr,
                     want,
@@ -786,7 +857,6 @@ macro_rules! take_sequence {
             "cmp rcx, 1",
             "jne 26f",
             "xor eax, eax",
-            "jmp 39f",
             exits!(),
             "39:",
             descriptor!(30, "21b", "23b", "32b"),

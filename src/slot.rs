@@ -15,7 +15,7 @@ use crate::sync::{AtomicUsize, Backoff, Ordering, UnsafeCell};
 /// give the slot back first). It also carries [invariant 1](crate::docs::design#invariant-1-conservation)
 /// locally: the magazines are touched only by the owner (or, in a cache that runs
 /// restartable sequences, by a sequence on the slot's CPU while nobody owns it: see `owner`).
-#[repr(C)] // `owner`, the hit counters, then the magazines: see `src/rseq.rs`.
+#[repr(C)] // `owner`, then the magazines: see `src/rseq.rs`.
 pub(crate) struct Slot<T> {
     /// Who may touch `magazines`.
     ///
@@ -44,15 +44,16 @@ pub(crate) struct Slot<T> {
     /// completes every such sequence there (the *fenced take*: [`try_take`](Self::try_take),
     /// [`SlotClaim::take_whole`]).
     owner: AtomicUsize,
-    /// Hits of restartable sequences, counted by a second sequence on the CPU that ran
-    /// them: written only there (so a plain add suffices), read Relaxed by `stats`.
-    pub(crate) sequence_alloc_hits: AtomicUsize,
-    pub(crate) sequence_free_hits: AtomicUsize,
+    /// The magazines. When the CPU runs restartable sequences, the loaded magazine's
+    /// length word also counts their hits while the slot is free (`rseq::POP_STEP`):
+    /// whoever takes the whole slot moves them to `alloc_hits` and `free_hits` first
+    /// ([`fold_sequence_hits`](Self::fold_sequence_hits)).
     magazines: UnsafeCell<MagazinePair<T>>,
     /// The CPU whose restartable sequences work on this slot without taking it, when
     /// the cache runs them: takes of the slot are fenced against them. `None` otherwise.
     fenced_cpu: Option<usize>,
-    /// Hits of the owner; written only while owned (see [`OwnedCounter`]).
+    /// Hits of the owners, and those of sequences that owners folded; written only while
+    /// owned (see [`OwnedCounter`]).
     pub(crate) alloc_hits: OwnedCounter,
     pub(crate) free_hits: OwnedCounter,
     /// Magazines the owner took from / gave to the depot; written only while owned.
@@ -83,8 +84,6 @@ impl<T> Slot<T> {
             owner: AtomicUsize::new(FREE),
             magazines: UnsafeCell::new(MagazinePair::new(magazine_size)),
             fenced_cpu,
-            sequence_alloc_hits: AtomicUsize::new(0),
-            sequence_free_hits: AtomicUsize::new(0),
             alloc_hits: OwnedCounter::default(),
             free_hits: OwnedCounter::default(),
             depot_pops: OwnedCounter::default(),
@@ -94,8 +93,10 @@ impl<T> Slot<T> {
         }
     }
 
-    /// Operations the owners have done on this slot (wrapping): hits and exchanges.
+    /// Operations done on this slot (wrapping): hits and exchanges. (A fold moves hits
+    /// between the two sums without changing the total.)
     fn activity(&self) -> usize {
+        let [alloc, free] = self.unfolded_hits();
         [
             &self.alloc_hits,
             &self.free_hits,
@@ -103,16 +104,60 @@ impl<T> Slot<T> {
             &self.depot_pushes,
         ]
         .iter()
-        .fold(self.sequence_hits(), |sum, counter| {
+        .fold(alloc.wrapping_add(free) as usize, |sum, counter| {
             sum.wrapping_add(counter.get() as usize)
         })
     }
 
-    /// Hits of restartable sequences on this slot (wrapping), allocations and frees.
-    pub(crate) fn sequence_hits(&self) -> usize {
-        self.sequence_alloc_hits
-            .load(Ordering::Relaxed)
-            .wrapping_add(self.sequence_free_hits.load(Ordering::Relaxed))
+    /// The allocation and free hits that restartable sequences counted in the loaded
+    /// magazine's length word and no owner has folded yet: a racy look, as in
+    /// [`looks_empty`](Self::looks_empty). Zero when the CPU runs no sequences.
+    pub(crate) fn unfolded_hits(&self) -> [u64; 2] {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if self.fenced_cpu.is_some() {
+            let pair = self.magazines.with(|pair| pair);
+            // SAFETY: an address inside this slot, which outlives the call; a `peek`
+            // load, as in `looks_empty`.
+            let word = unsafe {
+                crate::rseq::peek(Magazine::len_address(core::ptr::addr_of!((*pair).loaded)))
+            };
+            let (_, hits) = crate::rseq::split(word);
+            return [hits.alloc as u64, hits.free as u64];
+        }
+        [0, 0]
+    }
+
+    /// Moves the hits that sequences counted in the loaded magazine's length word to
+    /// `alloc_hits` and `free_hits`, leaving a plain length there, as the magazines'
+    /// code expects.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the whole slot: no sequence can commit into it (see `owner`).
+    #[cfg(all(magazine_rseq, not(miri)))]
+    unsafe fn fold_sequence_hits(&self) {
+        // SAFETY: the caller's promise: nobody else touches the magazines.
+        let hits = self
+            .magazines
+            .with_mut(|pair| unsafe { (*pair).loaded.take_sequence_hits() });
+        self.alloc_hits.add(hits.alloc);
+        self.free_hits.add(hits.free);
+    }
+
+    /// The guard of a slot whose CPU runs restartable sequences, taken whole (by a take
+    /// sequence's commit, or by a claim that its CPU acknowledged or that was fenced),
+    /// with the sequences' hits folded.
+    ///
+    /// # Safety
+    ///
+    /// As [`SlotGuard::new_unchecked`], and no sequence can commit into the slot.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    pub(crate) unsafe fn guard_after_sequences(&self) -> SlotGuard<'_, T> {
+        // SAFETY: the caller's promise.
+        unsafe {
+            self.fold_sequence_hits();
+            SlotGuard::new_unchecked(self)
+        }
     }
 
     /// Whether no owner used the slot since the previous call; starts the next interval.
@@ -179,7 +224,9 @@ impl<T> Slot<T> {
         // not reorder loads with older loads).
         unsafe {
             crate::rseq::peek(self.owner.as_ptr()) != FREE
+                // The length is the word's low half (`rseq::POP_STEP`).
                 || (crate::rseq::peek(Magazine::len_address(core::ptr::addr_of!((*pair).loaded)))
+                    as u32
                     == 0
                     && crate::rseq::peek(Magazine::len_address(core::ptr::addr_of!(
                         (*pair).previous
@@ -239,8 +286,6 @@ impl<T> Slot<T> {
             items: loaded[0],
             len: loaded[1],
             capacity: loaded[2],
-            alloc_hits: self.sequence_alloc_hits.as_ptr() as usize,
-            free_hits: self.sequence_free_hits.as_ptr() as usize,
         }
     }
 
@@ -257,8 +302,15 @@ impl<T> Slot<T> {
         }
     }
 
-    /// The magazines, through exclusive access to the slot.
+    /// The magazines, through exclusive access to the slot (with the sequences' hits
+    /// folded).
     pub(crate) fn get_mut(&mut self) -> &mut MagazinePair<T> {
+        // SAFETY: `&mut self` excludes every other access, sequences included (they run
+        // only on a slot that a live cache lends them).
+        #[cfg(all(magazine_rseq, not(miri)))]
+        unsafe {
+            self.fold_sequence_hits()
+        };
         // SAFETY: `&mut self` excludes every other access.
         self.magazines.with_mut(|pair| unsafe { &mut *pair })
     }
@@ -348,7 +400,7 @@ impl<'a, T> SlotClaim<'a, T> {
         // SAFETY: our claim's token is in the owner word and stays there (see `try_claim`),
         // and after the acknowledgement or the fence no sequence that read `FREE` can
         // still commit.
-        unsafe { SlotGuard::new_unchecked(claim.slot) }
+        unsafe { claim.slot.guard_after_sequences() }
     }
 
     /// Whether the slot's CPU acknowledges the claim within [`ACKNOWLEDGEMENT_WAIT`]. Not

@@ -277,9 +277,10 @@ fn one_word_items() {
     );
 }
 
-/// Each hit is counted once, also when signals abort the sequences (and the counting
-/// sequence after each hit): one thread pinned to one CPU does alloc/free pairs that all
-/// hit, while another thread signals it.
+/// Each hit is counted once, also when signals abort the sequences, and across the folds
+/// of the counts in the length word (every `2^15` allocation hits: `ops() / 10` pairs are
+/// 10^5 or more): one thread pinned to one CPU does alloc/free pairs that all hit, while
+/// another thread signals it.
 #[test]
 fn hits_are_counted_once() {
     catch_sigusr1();

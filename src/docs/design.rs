@@ -194,7 +194,7 @@
 //! [`Cache`]'s `alloc` and `free` hits run as restartable sequences (`src/rseq.rs`, which
 //! documents the ABI next to the assembly): the thread reads its CPU from its rseq area,
 //! finds that CPU's slot, checks that nobody owns it, moves the item, and commits with one
-//! plain store of the magazine's length. The kernel aborts the sequence if the thread is
+//! plain store of the magazine's length word, which counts the hit too (below). The kernel aborts the sequence if the thread is
 //! preempted, migrated or signalled before the commit, so the slot belongs to the CPU: a
 //! thread preempted in the middle of a hit holds up nobody, and a hit does no locked
 //! instruction. Misses (an empty or full loaded magazine) take the slot with a third
@@ -230,7 +230,7 @@
 //! the CPU is idle, or runs a thread that makes no call into the cache.
 //!
 //! The fence is needed for the loaded magazine only. Sequences touch nothing else of a
-//! slot (its owner word, the loaded magazine's length and cells, and the hit counters),
+//! slot (its owner word, the loaded magazine's length word and cells),
 //! so a claim alone, with no fence, owns the slot's `previous` magazine. A steal, which
 //! wants a magazine with items, uses that: it claims the slot, takes `previous` when it
 //! holds items and gives the claim back, and fences only when the items are all in the
@@ -241,10 +241,17 @@
 //! one of `handoff/1->1` found it in 14-23% of its steals (2026-12-05 rounds, before the
 //! acknowledgement existed; the rest fenced).
 //!
-//! A hit's count is a second, short sequence that adds one to a counter of the slot it
-//! hit, if the thread still runs on that slot's CPU, else to the counter of the slot of
-//! the CPU it runs on now: each counter is written only by sequences on its CPU, so a
-//! plain add suffices and `Stats` stay exact with no read-modify-write on a shared line.
+//! A hit is counted by its commit. A count stored apart from the commit would be counted
+//! twice when an abort between the two restarts the sequence; so the loaded magazine's
+//! length word of a slot that runs sequences holds, above the 32-bit length, 15 bits of
+//! allocation hits and 16 of free hits, and a pop adds `2^32 - 1` to it, a push `2^48 + 1`.
+//! A hit that would overflow its field (a guard bit for allocations, the carry out of the
+//! word for frees) does not commit: it misses, and the miss takes the slot. Whoever takes
+//! a slot whole moves the counts to the slot's owner counters before touching the
+//! magazines (`Slot::fold_sequence_hits`), so owners see a plain length, and at most one
+//! operation in `2^15` goes to the slow path for it. `Stats` adds the counts not yet
+//! folded, read with a racy look at the word. (The first design counted with a second,
+//! short sequence after the commit; `BENCHMARKS.md` has the pair before and after.)
 //!
 //! The costs, measured on the 2-core machines of `BENCHMARKS.md`: the alloc/free pair on
 //! one thread costs 2.7-3.9 ns, 0.22-0.45x the slot protocol's two compare-and-swaps and
