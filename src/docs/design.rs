@@ -254,11 +254,11 @@
 //! short sequence after the commit; `BENCHMARKS.md` has the pair before and after.)
 //!
 //! The costs, measured on the 2-core machines of `BENCHMARKS.md`: the alloc/free pair on
-//! one thread costs 2.7-3.9 ns, 0.22-0.45x the slot protocol's two compare-and-swaps and
-//! 2.8-3.3x an owned `Vec`; reading the CPU id, which every address after it depends on,
-//! looked like the largest part of that. With more runnable threads than CPUs it has no
-//! busy misses and runs at 5.7-17x the slot protocol's throughput (8 threads of pairs on
-//! 2 cores). Every fenced take costs a system call and an interrupt of the slot's CPU,
+//! one thread costs 2.4-3.9 ns, 0.20-0.45x the slot protocol's two compare-and-swaps and
+//! 2.8-3.3x an owned `Vec` (2.9x since the commit counts the hit); each operation's
+//! commit stores the length word that the next one loads. With more runnable threads
+//! than CPUs it has no busy misses and runs at 5.7-24x the slot protocol's throughput (8
+//! threads of pairs on 2 cores). Every fenced take costs a system call and an interrupt of the slot's CPU,
 //! which aborts what runs there; an acknowledged one costs the claimant's wait and a miss
 //! of the slot CPU's thread. Operations that take other CPUs' slots (`flush_cpu`,
 //! `flush`, `cached`, trims that reclaim idle slots, steals and exhaustion flushes,
