@@ -111,7 +111,9 @@ impl<T> Slot<T> {
 
     /// The allocation and free hits that restartable sequences counted in the loaded
     /// magazine's length word and no owner has folded yet: a racy look, as in
-    /// [`looks_empty`](Self::looks_empty). Zero when the CPU runs no sequences.
+    /// [`looks_empty`](Self::looks_empty), so a fold that runs meanwhile may be missed or
+    /// counted twice by a snapshot that also reads the owner counters (`Stats` taken while
+    /// threads work are approximate). Zero when the CPU runs no sequences.
     pub(crate) fn unfolded_hits(&self) -> [u64; 2] {
         #[cfg(all(magazine_rseq, not(miri)))]
         if self.fenced_cpu.is_some() {
