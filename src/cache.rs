@@ -933,7 +933,9 @@ impl<S: Source> Cache<S> {
         use crate::rseq::Miss;
         // SAFETY: as in `alloc_in_sequence`.
         match unsafe { crate::rseq::take(layout, want) } {
-            // SAFETY: the sequence's commit took slot `index` for us.
+            // SAFETY: the sequence's commit took slot `index` for us, on that slot's CPU,
+            // where no sequence that read `FREE` before it can still commit (it would have
+            // been preempted, hence aborted; see `rseq::take`).
             Ok(index) => Some(unsafe { self.slots[index].guard_after_sequences() }),
             Err(Miss::Busy) => None,
             Err(_) => {

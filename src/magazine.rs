@@ -26,7 +26,8 @@ pub(crate) struct Magazine<T> {
     capacity: usize,
     /// The length; except that, as the loaded magazine of a slot whose CPU runs
     /// restartable sequences, while nobody owns the slot, it also counts the sequences'
-    /// hits above bit 32 (`rseq::POP_STEP`; the owner who takes the slot takes them out).
+    /// hits in its bits 32-63 (`rseq::POP_STEP`; the owner who takes the slot takes them
+    /// out).
     len: usize,
     /// The magazine's depot stack node (see [`Link`]): allocated at its first push and
     /// kept from push to push; freed through the epoch when the magazine is dropped.
