@@ -162,13 +162,14 @@ pub struct Options {
     /// CPU's slot, where the platform allows: Linux x86_64 with glibc 2.35 or later (which
     /// registers the threads' rseq areas) and a kernel with `membarrier`'s rseq fence
     /// (5.10 or later), for a cache with a slot for every CPU the system may bring up and
-    /// no [`current_cpu`](Self::current_cpu) of its own. A hit then takes no lock and
-    /// does no read-modify-write, and a thread preempted in the middle of one holds up
-    /// nobody; see [`docs::design`](crate::docs::design#restartable-sequences).
+    /// no [`current_cpu`](Self::current_cpu) of its own, whose magazines hold fewer than
+    /// `2^32` items (the length shares a word with the hit counts). A hit then takes no
+    /// lock and does no read-modify-write, and a thread preempted in the middle of one
+    /// holds up nobody; see [`docs::design`](crate::docs::design#restartable-sequences).
     ///
     /// On the machines of `BENCHMARKS.md` an alloc/free pair on one thread costs
-    /// 0.22-0.45x the slot protocol's, 8 threads of pairs on 2 cores run at 5.7-17x its
-    /// throughput with no busy misses, and a 1 -> 1 hand-off at 3.56x an `ArrayQueue`.
+    /// 0.20-0.45x the slot protocol's, 8 threads of pairs on 2 cores run at 5.7-24x its
+    /// throughput with no busy misses, and a 1 -> 1 hand-off at 3.6-3.8x an `ArrayQueue`.
     /// Off by default all the same, because an operation that takes the slot of a CPU
     /// from a thread that is not on that CPU (`flush_cpu`, `flush`, `cached`, trims that
     /// reclaim idle slots, exhaustion flushes, steals that need the loaded magazine, and

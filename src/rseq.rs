@@ -165,13 +165,15 @@ const LEN: usize = 24;
 /// A pop adds [`POP_STEP`] (length - 1, allocation hits + 1), a push [`PUSH_STEP`]; a
 /// sequence whose addition sets the guard or carries does not commit and reports
 /// [`Miss::Counters`]. Owners keep the word a plain length: whoever takes the slot whole
-/// first moves the counts to the slot's counters ([`split`], `Slot::fold_sequence_hits`), so
-/// every `2^15` hits or so one operation takes the slot.
+/// first moves the counts to the slot's counters ([`split`],
+/// `Slot::fold_sequence_hits`), so every `2^15` hits or so one operation takes the slot.
 const POP_STEP: usize = (1 << 32) - 1;
 const PUSH_STEP: usize = (1 << 48) + 1;
 const ALLOC_HITS_SHIFT: u32 = 32;
 const ALLOC_HITS_MASK: usize = (1 << 15) - 1;
 const FREE_HITS_SHIFT: u32 = 48;
+// `count_pop!` tests bit 47 as the guard.
+const _: () = assert!((ALLOC_HITS_MASK + 1) << ALLOC_HITS_SHIFT == 1 << 47);
 
 /// The largest magazine whose length fits the length word's field.
 pub(crate) const MAX_MAGAZINE_SIZE: usize = u32::MAX as usize;
@@ -1016,6 +1018,40 @@ pub(crate) fn fence_cpu(cpu: usize) {
 
 #[cfg(test)]
 mod tests {
+    use super::{split, Hits, ALLOC_HITS_MASK, ALLOC_HITS_SHIFT, POP_STEP, PUSH_STEP};
+
+    /// The arithmetic of the length word that the sequences' commits do with `add`: pops
+    /// and pushes move the length and count, the allocation hit that would overflow its
+    /// field sets the guard bit, and the free hit that would overflow carries out.
+    #[test]
+    fn the_length_word_counts_hits_until_a_field_is_full() {
+        let mut word = 5;
+        for _ in 0..3 {
+            word += POP_STEP;
+        }
+        for _ in 0..2 {
+            word += PUSH_STEP;
+        }
+        assert_eq!(split(word), (4, Hits { alloc: 3, free: 2 }));
+
+        let allocs_full = 7 + (ALLOC_HITS_MASK << ALLOC_HITS_SHIFT);
+        assert_eq!(split(allocs_full).1.alloc, ALLOC_HITS_MASK);
+        assert_eq!((allocs_full + POP_STEP) >> 47 & 1, 1, "the guard bit");
+        assert_eq!(split(allocs_full - POP_STEP).1.alloc, ALLOC_HITS_MASK - 1);
+
+        let frees_full = 7 + (usize::MAX << 48);
+        assert_eq!(
+            split(frees_full),
+            (
+                7,
+                Hits {
+                    alloc: 0,
+                    free: 0xffff
+                }
+            )
+        );
+        assert_eq!(frees_full.checked_add(PUSH_STEP), None, "the carry");
+    }
     /// Pins the thread to each CPU it may run on in turn: the area must name that CPU
     /// (when glibc registered one), as `sched_getcpu` does.
     #[test]
