@@ -577,8 +577,9 @@ inline try_flush() {
     tf_s = 0
 }
 
-/* Cache::take_cached(home); home = a slot index or BUSY */
-inline take_cached(home, it) {
+/* Cache::take_cached(home, steal); home = a slot index or BUSY; steal: whether it may
+ * take other slots (only while another thread's flush runs) */
+inline take_cached(home, it, stealing) {
     it = 0; got = 0;
     if
     :: home != BUSY ->
@@ -587,7 +588,7 @@ inline take_cached(home, it) {
         :: got ->                               /* in_pair, with the slot taken again */
             d_step { pair_alloc(home, it); check() }; STEP;
             if :: it == 0 -> refill_alloc(home, got, it) :: else fi;
-            if :: it == 0 -> steal(home, it); STEP :: else fi;
+            if :: it == 0 && stealing -> steal(home, it); STEP :: else fi;
             give_back(home); STEP;
             got = 1                             /* the answer is in_pair's, even None */
         :: else
@@ -599,7 +600,7 @@ inline take_cached(home, it) {
         alloc_loose(it);
         tc_s = 0;
         do                                      /* slots.iter().find_map(try_take, alloc) */
-        :: it != 0 || tc_s >= SLOTS -> break
+        :: it != 0 || tc_s >= SLOTS || !stealing -> break
         :: else ->
             try_take(tc_s, got); STEP;
             if
@@ -614,16 +615,21 @@ inline take_cached(home, it) {
     got = 0
 }
 
-/* Cache::alloc_slow(home): the source; take_cached; the flush flag (the winner runs
- * try_flush and clears it, a loser retries take_cached while it is set); the source */
+/* Cache::alloc_slow(home): the source unless it is known dry; take_cached (no steal);
+ * the flush flag (the winner runs try_flush and clears it, a loser retries take_cached,
+ * stealing, while it is set); the source */
 inline alloc_slow(home, it) {
-    source_alloc(it); STEP;
+    it = 0;
+    if
+    :: !source_dry -> source_alloc(it); STEP
+    :: else
+    fi;
     if
     :: it == 0 ->
         source_dry = 1;
         won = 2;                                /* 2: before the compare_exchange */
         do
-        :: take_cached(home, it);
+        :: take_cached(home, it, won != 2);
            if :: it != 0 -> break :: else fi;
            if
            :: won == 2 ->
@@ -679,10 +685,6 @@ inline alloc_on(cpu, it) {
         :: it != 0 -> give_back(s); STEP        /* a hit */
         :: else ->                              /* Cache::alloc_miss */
             refill_alloc(s, got, it);
-            if
-            :: it == 0 && source_dry -> steal(s, it); STEP
-            :: else
-            fi;
             give_back(s); STEP;
             if :: it == 0 -> alloc_slow(s, it) :: else fi
         fi

@@ -5,7 +5,7 @@ use core::fmt;
 
 use crossbeam_utils::CachePadded;
 
-use crate::depot::Depot;
+use crate::depot::{Depot, Near};
 use crate::magazine::Magazine;
 use crate::pair::MagazinePair;
 use crate::policy::{Config, Options};
@@ -67,9 +67,10 @@ pub struct Cache<S: Source> {
     options: Options,
     source: S,
     counters: CacheCounters,
-    /// Whether the last allocation from the source found it exhausted. A hint that only
-    /// orders the miss path (take a magazine from another slot before asking the source
-    /// again); never needed for correctness. Written only when it changes.
+    /// Whether the last allocation from the source found it exhausted, and no item went
+    /// to the source since. A hint that only orders the slow path (an exhausted
+    /// allocation does not ask the source first while it stays dry; it asks at the end in
+    /// any case); never needed for correctness. Written only when it changes.
     source_dry: AtomicBool,
     /// True while an exhausted allocation flushes the cache: one flush at a time, the
     /// others wait for it while retrying what is cached.
@@ -967,9 +968,8 @@ impl<S: Source> Cache<S> {
         (1..n).find_map(|step| self.slots[(busy + step) % n].try_take())
     }
 
-    /// Both magazines of the slot are empty: refill from the depot, else (when the source
-    /// was last found exhausted) take a magazine from another CPU's slot, else go to the
-    /// source with the slot given back.
+    /// Both magazines of the slot are empty: refill from the depot, else go to the slow
+    /// path with the slot given back.
     #[cold]
     fn alloc_miss(&self, mut slot: SlotGuard<'_, S::Item>) -> Option<S::Item> {
         let counters = slot.slot();
@@ -977,11 +977,6 @@ impl<S: Source> Cache<S> {
         if slot.with(|magazines| magazines.refill(&self.depot.near(home))) {
             counters.depot_pops.add(1);
             return slot.with(|magazines| magazines.alloc());
-        }
-        if self.source_dry.load(Ordering::Relaxed) {
-            if let Some(item) = slot.with(|magazines| self.steal(magazines, Some(home))) {
-                return Some(item);
-            }
         }
         drop(slot);
         self.alloc_slow(Home::Slot(home))
@@ -1033,14 +1028,19 @@ impl<S: Source> Cache<S> {
     /// flush-and-retry. No slot is held while the source runs.
     #[cold]
     pub(crate) fn alloc_slow(&self, mut home: Home<'_, S::Item>) -> Option<S::Item> {
-        if let Some(item) = self.source_alloc() {
-            return Some(item);
-        }
-        self.counters.exhaustion_flushes.add(1);
+        // A source found exhausted since it last received items is not asked first (the
+        // last step below asks it in any case).
         if !self.source_dry.load(Ordering::Relaxed) {
+            if let Some(item) = self.source_alloc() {
+                return Some(item);
+            }
             self.source_dry.store(true, Ordering::Relaxed);
         }
-        if let Some(item) = self.take_cached(&mut home) {
+        self.counters.exhaustion_flushes.add(1);
+        // The depot, but not the other slots yet: the flush below takes each of them once,
+        // so that a poll of an empty cache takes another CPU's slot once, not once more
+        // per step (each take pulls the slot's line away from its CPU).
+        if let Some(item) = self.take_cached(&mut home, false) {
             return Some(item);
         }
         // Nothing cached that we could reach: offer back what is left (slots that were
@@ -1060,9 +1060,10 @@ impl<S: Source> Cache<S> {
                 return found;
             }
         } else {
+            // Meanwhile, steal: the flush takes one slot at a time, thieves take others.
             let backoff = Backoff::new();
             while self.flushing.load(Ordering::Acquire) {
-                if let Some(item) = self.take_cached(&mut home) {
+                if let Some(item) = self.take_cached(&mut home, true) {
                     return Some(item);
                 }
                 backoff.snooze();
@@ -1081,60 +1082,98 @@ impl<S: Source> Cache<S> {
     /// it could reach.
     fn flush_until_found(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
         for (index, slot) in self.slots.iter().enumerate() {
-            let Some(mut slot) = slot.try_take_for_items() else {
+            let Some([first, second]) = Self::take_items_of(slot, &self.depot.near(index)) else {
                 continue;
             };
-            let near = self.depot.near(index);
-            let [first, second] = slot.with(|magazines| magazines.take_items(&near));
-            // Given back before the depot or the source runs.
-            drop(slot);
             let (found, rest) = match (first, second) {
                 (Some(found), rest) => (found, rest),
                 (None, Some(found)) => (found, None),
                 (None, None) => continue,
             };
-            if let Some(rest) = rest {
-                if cfg!(magazine_mutant = "flush_drops_rest") {
-                    // MUTANT: the slot's second magazine is dropped, items and all.
+            let rest = match cfg!(magazine_mutant = "flush_drops_rest") {
+                // MUTANT: the slot's second magazine is dropped, items and all.
+                true => rest.and_then(|rest| {
                     drop(rest);
-                } else {
-                    self.give_to_depot(rest);
-                }
-            }
+                    None
+                }),
+                false => rest,
+            };
             self.counters.steals.add(1);
-            return self.keep_found(found, home);
+            return self.keep_found(found, rest, home);
         }
         let found = self.depot.pop_refill()?;
         self.counters.depot_pops.add(1);
-        self.keep_found(found, home)
+        self.keep_found(found, None, home)
+    }
+
+    /// The magazines of `slot` that hold items, each replaced by an empty one from `near`;
+    /// `None` when the slot is busy (or, on a CPU that runs restartable sequences, looks
+    /// empty). Never waits; the slot is given back before it returns. On such a CPU a
+    /// `previous` magazine that holds items is taken through a claim alone (no sequence
+    /// touches it), as a steal does, and only the loaded one costs a whole take.
+    fn take_items_of(
+        slot: &Slot<S::Item>,
+        near: &Near<'_, S::Item>,
+    ) -> Option<[Option<Magazine<S::Item>>; 2]> {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if slot.runs_sequences() {
+            if slot.looks_empty() {
+                return None;
+            }
+            let mut claim = slot.try_claim()?;
+            if !claim.previous().is_empty() {
+                let previous = core::mem::replace(claim.previous(), near.empty_magazine());
+                return Some([Some(previous), None]);
+            }
+            return Some(
+                claim
+                    .take_whole()
+                    .with(|magazines| magazines.take_items(near)),
+            );
+        }
+        let mut slot = slot.try_take_for_items()?;
+        Some(slot.with(|magazines| magazines.take_items(near)))
     }
 
     /// Takes an item of `found` (a magazine holding items that the flush of an exhausted
-    /// allocation took out of a slot or the depot) and keeps the rest where the caller
-    /// allocates next: as the loaded magazine of its handle or slot when both of their
-    /// magazines are empty, else in the depot.
+    /// allocation took out of a slot or the depot, with `rest`, the slot's other one when
+    /// it held items too) and keeps the rest where the caller allocates next: as the
+    /// loaded and previous magazines of its handle or slot when both of theirs are empty
+    /// (so that one take of a slot brings all it held), else in the depot.
     fn keep_found(
         &self,
         mut found: Magazine<S::Item>,
+        rest: Option<Magazine<S::Item>>,
         home: &mut Home<'_, S::Item>,
     ) -> Option<S::Item> {
         let item = found.pop();
         debug_assert!(item.is_some(), "a found magazine holds items");
-        let install = |magazines: &mut MagazinePair<S::Item>, found| match magazines.is_empty() {
-            true => Ok(magazines.install(found)),
-            false => Err(found),
+        // The two empty magazines they replace, or both back when the caller's are not empty.
+        let install = |magazines: &mut MagazinePair<S::Item>, found, rest: Option<_>| {
+            if !magazines.is_empty() {
+                return Err((found, rest));
+            }
+            let empty = magazines.install(found);
+            let second = rest.map(|rest| core::mem::replace(&mut magazines.previous, rest));
+            Ok([Some(empty), second])
         };
-        let rest = match home {
-            Home::Handle(magazines) => install(magazines, found),
+        let kept = match home {
+            Home::Handle(magazines) => install(magazines, found, rest),
             Home::Slot(index) => match self.retake(*index) {
-                Some(mut slot) => slot.with(|magazines| install(magazines, found)),
-                None => Err(found),
+                Some(mut slot) => slot.with(|magazines| install(magazines, found, rest)),
+                None => Err((found, rest)),
             },
-            Home::Busy => Err(found),
+            Home::Busy => Err((found, rest)),
         };
-        match rest {
-            Ok(empty) => self.depot.push_empty(empty),
-            Err(rest) => self.give_to_depot(rest),
+        match kept {
+            Ok(empties) => empties
+                .into_iter()
+                .flatten()
+                .for_each(|empty| self.depot.push_empty(empty)),
+            Err((found, rest)) => [Some(found), rest]
+                .into_iter()
+                .flatten()
+                .for_each(|magazine| self.give_to_depot(magazine)),
         }
         item
     }
@@ -1147,11 +1186,11 @@ impl<S: Source> Cache<S> {
         }
     }
 
-    /// An item from what is cached outside the caller's own magazines: the depot, else a
-    /// magazine taken from another CPU's slot, kept in the caller's magazines (a handle's,
-    /// or its slot's, taken again for this). When the caller has none (its slot is busy),
-    /// one item from wherever one is found.
-    fn take_cached(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
+    /// An item from what is cached outside the caller's own magazines: the depot, else,
+    /// when `steal`, a magazine taken from another CPU's slot, kept in the caller's
+    /// magazines (a handle's, or its slot's, taken again for this). When the caller has
+    /// none (its slot is busy), one item from wherever one is found.
+    fn take_cached(&self, home: &mut Home<'_, S::Item>, steal: bool) -> Option<S::Item> {
         let skip = match home {
             Home::Slot(index) => Some(*index),
             _ => None,
@@ -1165,7 +1204,7 @@ impl<S: Source> Cache<S> {
                 self.counters.depot_pops.add(1);
                 return magazines.alloc();
             }
-            self.steal(magazines, skip)
+            steal.then(|| self.steal(magazines, skip))?
         };
         match home {
             Home::Handle(magazines) => return in_pair(magazines),
@@ -1182,6 +1221,9 @@ impl<S: Source> Cache<S> {
                 self.release_to_source(refused);
             }
             return Some(item);
+        }
+        if !steal {
+            return None;
         }
         self.slots.iter().find_map(|slot| {
             slot.try_take_for_items()?

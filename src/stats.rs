@@ -94,8 +94,8 @@ pub struct Stats {
     /// [the exhaustion rule](crate::docs::design#the-exhaustion-rule)).
     pub exhaustion_flushes: u64,
     /// Takes of another CPU's slot's magazines (both of them, when both hold items) by an
-    /// allocation that found the source exhausted (instead of flushing them to the source
-    /// and allocating one at a time).
+    /// allocation that found the source exhausted, in its flush or while it waits for
+    /// another's (instead of flushing them to the source and allocating one at a time).
     pub steals: u64,
     /// Takes of a CPU slot that needed a fence: a `membarrier` system call that
     /// interrupts the slot's CPU. Only in a cache that runs restartable sequences

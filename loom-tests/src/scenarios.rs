@@ -605,8 +605,9 @@ pub fn busy_slot_loose(scale: Scale) {
 /// Scenario 11: an exhausted allocation takes a magazine from another CPU's slot while
 /// that slot's thread works on it. Invariants 1, 3 (the victim's slot is taken with the
 /// slot protocol, never waited for). The source is empty and both items sit in slot 1:
-/// the allocator on slot 0 either steals a magazine from slot 1 or finds the slot busy;
-/// it may fail only when the other thread held the slot or the items.
+/// the allocator on slot 0 either takes slot 1's magazines (its exhaustion flush) or
+/// finds the slot busy; it may fail only when the other thread held the slot or the
+/// items.
 pub fn steal_race(scale: Scale) {
     let tracker = Tracker::new(2);
     let cache = cache(&tracker, config(1, 2, dynamic(0, Trim::WorkingSet)));

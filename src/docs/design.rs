@@ -162,17 +162,23 @@
 //! the depot. [`Cache::alloc`] therefore ends as Linux's
 //! `alloc_iova_fast(..., flush_rcache = true)` does, after trying what is cheaper:
 //!
-//! 1. when the source returns `None`, the allocation first takes what is cached
-//!    elsewhere: a depot magazine, else the magazines of another CPU's slot (a steal,
-//!    which takes both magazines of the slot, so that one take of a slot brings all it
-//!    holds; busy slots are skipped);
-//! 2. only when nothing cached is within reach, it flushes, one such flush at a time (an
-//!    allocation that arrives during another's flush keeps trying step 1 until that flush
-//!    ends): it empties every CPU slot it can take (skipping slots other threads hold),
-//!    then the depot, until it comes upon a magazine that holds an item. That magazine
-//!    is the allocation's: it takes an item and keeps the rest in its handle or slot. The
-//!    magazines emptied before it were empty, so nothing was sent to the source. Only
-//!    when none holds an item does it ask the source once more.
+//! 1. when the source returns `None` (or returned `None` last time and has received no
+//!    item since: it is not asked again first), the allocation takes a depot magazine;
+//! 2. without one, it flushes, one such flush at a time: it empties every CPU slot it can
+//!    take (skipping slots other threads hold), then the depot, until it comes upon a
+//!    slot or magazine that holds an item. What it found is the allocation's: it takes an
+//!    item and keeps the rest, both magazines of the slot when both held items, in its
+//!    handle or slot, so that one take of a slot brings all it held. The magazines
+//!    emptied before were empty, so nothing was sent to the source. An allocation that
+//!    arrives during another's flush *steals* meanwhile: it takes the magazines of the
+//!    first other CPU slot that holds items, or a depot magazine, until that flush ends.
+//!    Only when nothing was found does it ask the source once more.
+//!
+//! The other CPUs' slots are looked at once per exhausted allocation, in the flush, not
+//! before it as well: each take of a slot pulls its cache line, and its owner's next
+//! operation pulls it back, so a consumer that polls an empty cache would otherwise slow
+//! the producer it waits for (in `handoff/1->1` a poll used to take the producer's slot
+//! three times: `BENCHMARKS.md` has the hand-off before and after).
 //!
 //! `None` after that means the source is empty and nothing reachable is cached: Linux's
 //! promise, which Linux keeps by returning every cached item to the source and asking it
