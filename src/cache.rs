@@ -1131,7 +1131,7 @@ impl<S: Source> Cache<S> {
                     .with(|magazines| magazines.take_items(near)),
             );
         }
-        let mut slot = slot.try_take_for_items()?;
+        let mut slot = Self::take_victim(slot)?;
         Some(slot.with(|magazines| magazines.take_items(near)))
     }
 
@@ -1285,8 +1285,8 @@ impl<S: Source> Cache<S> {
             .is_some_and(|mut victim| victim.with(|victim| thief.steal_from(victim)))
     }
 
-    /// Takes a slot whose magazines another thread wants (a steal, an idle reclaim); never
-    /// waits.
+    /// Takes a slot whose magazines another thread wants (a steal, an exhaustion flush, an
+    /// idle reclaim); never waits.
     fn take_victim(slot: &Slot<S::Item>) -> Option<SlotGuard<'_, S::Item>> {
         if cfg!(magazine_mutant = "steal_unowned") {
             // MUTANT: touches the victim's magazines without taking its slot.
