@@ -33,7 +33,7 @@ ALL=(
   busy_slot_waits             # the busy-slot path waits for the owner
   fixed_cap_load_then_push    # Fixed overflow: load the length, then push
   alloc_loose_forgets_rest    # busy-slot alloc frees the rest of the partial magazine
-  steal_unowned               # steal / idle reclaim touch a slot without taking it
+  steal_unowned               # steal / flush / idle reclaim touch a slot without taking it
   flush_flag_stays_set        # the one-flush-at-a-time flag is never cleared
   flush_drops_rest            # the exhaustion flush keeps one magazine of a slot and drops the other
   live_take_load_then_store   # IOVA live table: free_fast loads the state, then clears it
