@@ -4,6 +4,8 @@
 #
 #   bash benches/rounds.sh [rounds] [bench...]     (default: 3 rounds of
 #                                                  fast_path handoff depot io_loop iova)
+#   FILTER='handoff/1->1/(magazine Cache|crossbeam ArrayQueue)' bash benches/rounds.sh 5 handoff
+#                                                  (only the benchmarks the regex matches)
 #
 # Round i writes target/bench-round-i/criterion and its log target/bench-round-i.log (the
 # io_loop bench prints its source-call shares there). Binaries are built before round 1.
@@ -24,7 +26,7 @@ for i in $(seq 1 "$rounds"); do
   rm -rf "$dir"
   mkdir -p "$dir"
   echo "::: round $i ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))"
-  CRITERION_HOME=$PWD/$dir/criterion cargo bench "${args[@]}" >"$dir.log" 2>&1
+  CRITERION_HOME=$PWD/$dir/criterion cargo bench "${args[@]}" -- ${FILTER:+"$FILTER"} >"$dir.log" 2>&1
   dirs+=("$dir/criterion")
 done
 echo "::: done $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg)"

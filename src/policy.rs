@@ -169,7 +169,7 @@ pub struct Options {
     ///
     /// On the machines of `BENCHMARKS.md` an alloc/free pair on one thread costs
     /// 0.20-0.45x the slot protocol's, 8 threads of pairs on 2 cores run at 5.7-24x its
-    /// throughput with no busy misses, and a 1 -> 1 hand-off at 3.6-3.8x an `ArrayQueue`.
+    /// throughput with no busy misses, and a 1 -> 1 hand-off at 3.6-4.3x an `ArrayQueue`.
     /// Off by default all the same, because an operation that takes the slot of a CPU
     /// from a thread that is not on that CPU (`flush_cpu`, `flush`, `cached`, trims that
     /// reclaim idle slots, exhaustion flushes, steals that need the loaded magazine, and
