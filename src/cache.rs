@@ -1024,8 +1024,9 @@ impl<S: Source> Cache<S> {
     }
 
     /// The slow path of an allocation that found its magazines and the depot empty: the
-    /// source, then, when it is exhausted, whatever is cached elsewhere, then Linux's
-    /// flush-and-retry. No slot is held while the source runs.
+    /// source (unless it was found exhausted and got nothing since), then the depot, then
+    /// Linux's flush-and-retry, one flush at a time (the others steal while they wait).
+    /// No slot is held while the source runs.
     #[cold]
     pub(crate) fn alloc_slow(&self, mut home: Home<'_, S::Item>) -> Option<S::Item> {
         // A source found exhausted since it last received items is not asked first (the
@@ -1075,7 +1076,8 @@ impl<S: Source> Cache<S> {
     /// The flush of an exhausted allocation (see [the exhaustion
     /// rule](crate::docs::design#the-exhaustion-rule)): every CPU slot that is free, then
     /// the depot, is emptied until a magazine holding an item turns up. The caller keeps
-    /// that magazine ([`keep_found`](Self::keep_found)) and the flush ends there: the
+    /// that magazine, with the slot's other one if it held items too
+    /// ([`keep_found`](Self::keep_found)), and the flush ends there: the
     /// magazines it emptied before were empty, so it never sends items to the source that
     /// the caller would take back from it one at a time, and it cannot chase producers
     /// that push into the depot as fast as it drains. `None`: nothing was cached anywhere
