@@ -532,10 +532,13 @@ macro_rules! pop_word {
 }
 
 /// The pop of an item of `item_size` bytes (`[r9 + 24]`) on the slot `$check` accepts,
-/// copied to `$out` inside the section. `$count` is `count_pop!("rcx")` (the new length
-/// word, in `rcx`), except in the mutant `alloc_hits_overflow`.
+/// copied to `$out` inside the section. The new length word (in `rcx`) is counted by
+/// `count_pop!`, or by `@count`'s instructions in the mutant `alloc_hits_overflow`.
 macro_rules! pop_bytes {
-    ($check:ident, $count:expr, $offset:expr, $layout:expr, $want:expr, $out:expr, $code:ident) => {
+    ($check:ident, $offset:expr, $layout:expr, $want:expr, $out:expr, $code:ident) => {
+        pop_bytes!(@count count_pop!("rcx"), $check, $offset, $layout, $want, $out, $code)
+    };
+    (@count $count:expr, $check:ident, $offset:expr, $layout:expr, $want:expr, $out:expr, $code:ident) => {
         sequence!(
             $check,
             [
@@ -595,11 +598,14 @@ macro_rules! push_word {
 }
 
 /// The push of an item of `item_size` bytes at `$item` on the slot `$check` accepts,
-/// copied into the cell inside the section. `$early` is empty and `$count` is
-/// `count_push!("rcx")` (the new length word, in `rcx`), except in the mutant
-/// `count_before_commit`.
+/// copied into the cell inside the section. The new length word (in `rcx`) is counted by
+/// `count_push!`; in the mutant `count_before_commit`, `@count` gives instructions to run
+/// early and the count instead.
 macro_rules! push_bytes {
-    ($check:ident, $early:expr, $count:expr, $offset:expr, $layout:expr, $want:expr, $item:expr, $code:ident) => {
+    ($check:ident, $offset:expr, $layout:expr, $want:expr, $item:expr, $code:ident) => {
+        push_bytes!(@count "", count_push!("rcx"), $check, $offset, $layout, $want, $item, $code)
+    };
+    (@count $early:expr, $count:expr, $check:ident, $offset:expr, $layout:expr, $want:expr, $item:expr, $code:ident) => {
         sequence!(
             $check,
             [
@@ -720,8 +726,8 @@ pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
                 // MUTANT: no guard bit: the allocation hit after `2^15 - 1` unfolded ones
                 // carries into the free hits.
                 pop_bytes!(
+                    @count "add rcx, qword ptr [r9 + 32]",
                     any_cpu,
-                    "add rcx, qword ptr [r9 + 32]",
                     offset,
                     layout_ptr,
                     want,
@@ -729,24 +735,8 @@ pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
                     code
                 )
             }
-            ANY_CPU => pop_bytes!(
-                any_cpu,
-                count_pop!("rcx"),
-                offset,
-                layout_ptr,
-                want,
-                out,
-                code
-            ),
-            _ => pop_bytes!(
-                want_cpu,
-                count_pop!("rcx"),
-                offset,
-                layout_ptr,
-                want,
-                out,
-                code
-            ),
+            ANY_CPU => pop_bytes!(any_cpu, offset, layout_ptr, want, out, code),
+            _ => pop_bytes!(want_cpu, offset, layout_ptr, want, out, code),
         }
     }
     match code {
@@ -793,9 +783,9 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
                     // commit (which then adds only the length): an abort in between counts
                     // it again when the section restarts.
                     push_bytes!(
-                        any_cpu,
-                        "mov rcx, qword ptr [r9 + 40]\ndec rcx\nadd qword ptr [rdx + {len}], rcx",
+                        @count "mov rcx, qword ptr [r9 + 40]\ndec rcx\nadd qword ptr [rdx + {len}], rcx",
                         "inc rcx",
+                        any_cpu,
                         offset,
                         layout_ptr,
                         want,
@@ -803,26 +793,8 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
                         code
                     )
                 }
-                ANY_CPU => push_bytes!(
-                    any_cpu,
-                    "",
-                    count_push!("rcx"),
-                    offset,
-                    layout_ptr,
-                    want,
-                    source,
-                    code
-                ),
-                _ => push_bytes!(
-                    want_cpu,
-                    "",
-                    count_push!("rcx"),
-                    offset,
-                    layout_ptr,
-                    want,
-                    source,
-                    code
-                ),
+                ANY_CPU => push_bytes!(any_cpu, offset, layout_ptr, want, source, code),
+                _ => push_bytes!(want_cpu, offset, layout_ptr, want, source, code),
             }
         }
     }
