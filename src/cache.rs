@@ -5,10 +5,12 @@ use core::fmt;
 
 use crossbeam_utils::CachePadded;
 
-use crate::depot::{Depot, Near};
+use crate::depot::Depot;
 use crate::magazine::Magazine;
 use crate::pair::MagazinePair;
 use crate::policy::{Config, Options};
+#[cfg(all(magazine_rseq, not(miri)))]
+use crate::slot::SlotClaim;
 use crate::slot::{Slot, SlotGuard};
 use crate::source::Source;
 use crate::stats::{OwnedCounter, SharedCounter, Stats};
@@ -1084,8 +1086,17 @@ impl<S: Source> Cache<S> {
     /// it could reach.
     fn flush_until_found(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
         for (index, slot) in self.slots.iter().enumerate() {
-            let Some([first, second]) = Self::take_items_of(slot, &self.depot.near(index)) else {
-                continue;
+            let near = self.depot.near(index);
+            // Each magazine that holds items, replaced by an empty one; the slot is given
+            // back at the end of the statement, before the depot or the source runs.
+            let [first, second] = match Self::take_for_items(slot) {
+                None => continue,
+                #[cfg(all(magazine_rseq, not(miri)))]
+                Some(Victim::Previous(mut claim)) => [
+                    Some(core::mem::replace(claim.previous(), near.empty_magazine())),
+                    None,
+                ],
+                Some(Victim::Whole(mut slot)) => slot.with(|magazines| magazines.take_items(&near)),
             };
             let (found, rest) = match (first, second) {
                 (Some(found), rest) => (found, rest),
@@ -1106,35 +1117,6 @@ impl<S: Source> Cache<S> {
         let found = self.depot.pop_refill()?;
         self.counters.depot_pops.add(1);
         self.keep_found(found, None, home)
-    }
-
-    /// The magazines of `slot` that hold items, each replaced by an empty one from `near`;
-    /// `None` when the slot is busy (or, on a CPU that runs restartable sequences, looks
-    /// empty). Never waits; the slot is given back before it returns. On such a CPU a
-    /// `previous` magazine that holds items is taken through a claim alone (no sequence
-    /// touches it), as a steal does, and only the loaded one costs a whole take.
-    fn take_items_of(
-        slot: &Slot<S::Item>,
-        near: &Near<'_, S::Item>,
-    ) -> Option<[Option<Magazine<S::Item>>; 2]> {
-        #[cfg(all(magazine_rseq, not(miri)))]
-        if slot.runs_sequences() {
-            if slot.looks_empty() {
-                return None;
-            }
-            let mut claim = slot.try_claim()?;
-            if !claim.previous().is_empty() {
-                let previous = core::mem::replace(claim.previous(), near.empty_magazine());
-                return Some([Some(previous), None]);
-            }
-            return Some(
-                claim
-                    .take_whole()
-                    .with(|magazines| magazines.take_items(near)),
-            );
-        }
-        let mut slot = Self::take_victim(slot)?;
-        Some(slot.with(|magazines| magazines.take_items(near)))
     }
 
     /// Takes an item of `found` (a magazine holding items that the flush of an exhausted
@@ -1255,36 +1237,45 @@ impl<S: Source> Cache<S> {
     }
 
     /// Moves the magazines of `slot` that hold items into `thief` (see
-    /// [`MagazinePair::steal_from`]); `false` when it is busy or holds nothing. Never
-    /// waits. On a CPU that runs restartable sequences, a slot that looks empty is
-    /// skipped, and a slot whose `previous` magazine holds items gives just that one,
-    /// through a claim (no sequence touches `previous`), without the fence that its
-    /// loaded magazine would cost: a system call and an interrupt of its CPU, which a
-    /// consumer that outruns a producer would otherwise pay on most polls.
+    /// [`MagazinePair::steal_from`]; just its `previous` when that is all a claim gives:
+    /// see [`take_for_items`](Self::take_for_items)); `false` when it is busy or holds
+    /// nothing. Never waits.
     fn steal_from_slot(slot: &Slot<S::Item>, thief: &mut MagazinePair<S::Item>) -> bool {
+        match Self::take_for_items(slot) {
+            None => false,
+            #[cfg(all(magazine_rseq, not(miri)))]
+            Some(Victim::Previous(mut claim)) => thief.steal_magazine(claim.previous()),
+            Some(Victim::Whole(mut victim)) => victim.with(|victim| thief.steal_from(victim)),
+        }
+    }
+
+    /// Takes `slot` for a thread that wants its items (a steal, the exhaustion flush);
+    /// `None` when it is busy. Never waits. On a CPU that runs restartable sequences, a
+    /// slot that looks empty is skipped, and a slot whose `previous` magazine holds items
+    /// is only claimed ([`Victim::Previous`]: no sequence touches `previous`), without
+    /// what taking its loaded magazine costs: the slot CPU's acknowledgement, else a fence
+    /// (a system call and an interrupt of that CPU), which a consumer that outruns a
+    /// producer would otherwise pay on most polls.
+    fn take_for_items(slot: &Slot<S::Item>) -> Option<Victim<'_, S::Item>> {
         #[cfg(all(magazine_rseq, not(miri)))]
         if slot.runs_sequences() {
             if slot.looks_empty() {
-                return false;
+                return None;
             }
-            let Some(mut claim) = slot.try_claim() else {
-                return false;
-            };
+            let mut claim = slot.try_claim()?;
             if cfg!(magazine_mutant = "claim_takes_loaded") {
                 // MUTANT: the claim moves the loaded magazine too, with no fence.
                 core::mem::forget(claim);
                 // SAFETY: none; a sequence that read `FREE` before the claim may commit
                 // into the loaded magazine: the bug the stress test must find.
-                let mut victim = unsafe { slot.guard_after_sequences() };
-                return victim.with(|victim| thief.steal_from(victim));
+                return Some(Victim::Whole(unsafe { slot.guard_after_sequences() }));
             }
-            if thief.steal_magazine(claim.previous()) {
-                return true;
-            }
-            return claim.take_whole().with(|victim| thief.steal_from(victim));
+            return Some(match claim.previous().is_empty() {
+                false => Victim::Previous(claim),
+                true => Victim::Whole(claim.take_whole()),
+            });
         }
-        Self::take_victim(slot)
-            .is_some_and(|mut victim| victim.with(|victim| thief.steal_from(victim)))
+        Self::take_victim(slot).map(Victim::Whole)
     }
 
     /// Takes a slot whose magazines another thread wants (a steal, an exhaustion flush, an
@@ -1407,6 +1398,17 @@ impl<S: Source> Cache<S> {
         let popped = self.depot.drain(|magazine| drop(self.release(magazine)));
         self.counters.depot_pops.add(popped);
     }
+}
+
+/// What a thread that wants another CPU slot's items holds of it
+/// ([`Cache::take_for_items`]).
+enum Victim<'a, T> {
+    /// A claim of a slot whose CPU runs restartable sequences, whose `previous` magazine
+    /// holds items: that magazine is ours, the loaded one is not.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    Previous(SlotClaim<'a, T>),
+    /// The whole slot.
+    Whole(SlotGuard<'a, T>),
 }
 
 /// Where an allocation on the slow path keeps a magazine it finds.
