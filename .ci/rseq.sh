@@ -17,6 +17,9 @@
 #                           which a sequence in flight still commits (`exhausted_pool`)
 #   take_commits_with_store the take sequence commits with a plain store of TAKEN, which
 #                           overwrites a claim's token: two owners (`exhausted_pool`)
+#   plain_take_accepts_free a take of an active slot (FREE) goes the way of a plain one
+#                           (PLAIN): a CAS with no claim or fence, while a sequence that
+#                           read FREE may still commit (`slots_beyond_the_cpus_take_no_fence`)
 #
 # Not here: an acknowledgement made from another CPU. Its race needs another CPU's
 # sequence to stay in flight through a whole claim, acknowledgement and take, which a
@@ -45,7 +48,7 @@ export CARGO_TARGET_DIR=target/rseq-mutant
 export RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh
 failed=0
 for mutant in fence_skipped commit_before_read count_before_commit alloc_hits_overflow \
-  claim_takes_loaded take_commits_with_store; do
+  claim_takes_loaded take_commits_with_store plain_take_accepts_free; do
   start=$SECONDS
   # The wrapper's cfg is not in cargo's fingerprint: rebuild the crate for each mutant.
   cargo clean --release -p magazine >/dev/null 2>&1 || true

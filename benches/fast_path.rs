@@ -43,7 +43,8 @@ fn fast_path(c: &mut Criterion) {
         });
     }
 
-    let cache = common::cache();
+    // The slot protocol (restartable sequences off).
+    let cache = common::slot_protocol_cache();
     warm_per_cpu(&cache);
     group.bench_function("magazine Cache (per-CPU)", |b| {
         b.iter(|| {
@@ -60,7 +61,8 @@ fn fast_path(c: &mut Criterion) {
             cache.free_on(0, black_box(item));
         })
     });
-    // Restartable sequences (`Options::restartable_sequences`), where the platform has them.
+    // Restartable sequences (`Options::restartable_sequences`, the default), where the
+    // platform has them.
     let cache = common::cache_with_sequences();
     if cache.runs_restartable_sequences() {
         warm_per_cpu(&cache);

@@ -141,14 +141,16 @@ fn handoff(c: &mut Criterion) {
         });
         report_leftovers(&cache);
 
-        let cache = Cache::new(FreeList::empty());
+        // The slot protocol (restartable sequences off).
+        let cache = common::slot_protocol_on(FreeList::empty());
         group.bench_function(
             BenchmarkId::from_parameter("magazine Cache (per-CPU)"),
             |b| b.iter_custom(|iters| run_channel(&cache, threads, iters * BATCH)),
         );
         report_leftovers(&cache);
 
-        // Restartable sequences (`Options::restartable_sequences`), where available.
+        // Restartable sequences (`Options::restartable_sequences`, the default), where
+        // available.
         let cache = common::cache_with_sequences_on(FreeList::empty());
         if cache.runs_restartable_sequences() {
             group.bench_function(

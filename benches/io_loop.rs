@@ -338,9 +338,9 @@ fn pairs(c: &mut Criterion) {
 /// How a per-CPU cache takes its slots.
 #[derive(Clone, Copy)]
 enum PerCpuFront {
-    /// The slot protocol (a compare-and-swap per operation).
+    /// The slot protocol (a compare-and-swap per operation; restartable sequences off).
     Slots,
-    /// Restartable sequences (`Options::restartable_sequences`).
+    /// Restartable sequences (`Options::restartable_sequences`, the default).
     Sequences,
 }
 
@@ -363,7 +363,10 @@ impl PerCpuFront {
 /// New closed-pool caches for the per-CPU path: the slot protocol, and restartable
 /// sequences where the platform has them.
 fn per_cpu_caches() -> Vec<(PerCpuFront, Cache<FreeList>)> {
-    let mut caches = vec![(PerCpuFront::Slots, Cache::new(closed_source()))];
+    let mut caches = vec![(
+        PerCpuFront::Slots,
+        common::slot_protocol_on(closed_source()),
+    )];
     let sequences = common::cache_with_sequences_on(closed_source());
     if sequences.runs_restartable_sequences() {
         caches.push((PerCpuFront::Sequences, sequences));

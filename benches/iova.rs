@@ -104,8 +104,9 @@ fn iova(c: &mut Criterion) {
         });
     }
     // The same pairs on a plain per-CPU `Cache` (no tree, no live table): what the fast
-    // path would cost without its double-free check.
-    let cache = common::cache();
+    // path would cost without its double-free check. The slot protocol, as the fast path's
+    // `_on` calls run it.
+    let cache = common::slot_protocol_cache();
     group.bench_function(
         BenchmarkId::new("reference: Cache alloc+free (per-CPU)", 1),
         |b| {

@@ -262,13 +262,13 @@ impl<S: Source> Cache<S> {
     /// # }
     ///
     /// let cache = Cache::new(Ids(Default::default()));
-    /// assert!(!cache.runs_restartable_sequences(), "off unless asked for");
-    /// let mut options = Options::default();
-    /// options.restartable_sequences = true;
-    /// let cache = Cache::with_options(Ids(Default::default()), Default::default(), options);
     /// if cache.runs_restartable_sequences() {
     ///     // Linux x86_64, glibc 2.35+, kernel 5.10+, a slot for every CPU.
     /// }
+    /// let mut options = Options::default();
+    /// options.restartable_sequences = false;
+    /// let slots = Cache::with_options(Ids(Default::default()), Default::default(), options);
+    /// assert!(!slots.runs_restartable_sequences(), "off when asked");
     /// let id = cache.alloc().unwrap();
     /// cache.free(id);
     /// assert_eq!(cache.stats().free_hits, 1, "either way");
@@ -408,7 +408,11 @@ impl<S: Source> Cache<S> {
     pub fn alloc_on(&self, cpu: usize) -> Option<S::Item> {
         #[cfg(all(magazine_rseq, not(miri)))]
         if let Some(layout) = &self.sequences {
-            return self.alloc_in_sequence(layout, cpu % self.slots.len());
+            let index = cpu % self.slots.len();
+            // A plain slot: no sequence would commit (see `Slot::owner`).
+            if !self.slots[index].is_plain() {
+                return self.alloc_in_sequence(layout, index);
+            }
         }
         self.alloc_from(self.take_slot(cpu))
     }
@@ -474,7 +478,10 @@ impl<S: Source> Cache<S> {
     pub fn free_on(&self, cpu: usize, item: S::Item) {
         #[cfg(all(magazine_rseq, not(miri)))]
         if let Some(layout) = &self.sequences {
-            return self.free_in_sequence(layout, cpu % self.slots.len(), item);
+            let index = cpu % self.slots.len();
+            if !self.slots[index].is_plain() {
+                return self.free_in_sequence(layout, index, item);
+            }
         }
         self.free_into(self.take_slot(cpu), item)
     }
@@ -898,7 +905,10 @@ impl<S: Source> Cache<S> {
         let first = if cpu < n { cpu } else { cpu % n };
         #[cfg(all(magazine_rseq, not(miri)))]
         if let Some(layout) = &self.sequences {
-            return self.take_slot_in_sequence(layout, first);
+            // A plain slot (see `Slot::owner`) takes the slot protocol's way.
+            if !self.slots[first].is_plain() {
+                return self.take_slot_in_sequence(layout, first);
+            }
         }
         if cfg!(magazine_mutant = "busy_slot_waits") {
             // MUTANT: the busy path waits for the slot's owner instead of missing.
@@ -940,14 +950,23 @@ impl<S: Source> Cache<S> {
             // where no sequence that read `FREE` before it can still commit (it would have
             // been preempted, hence aborted; see `rseq::take`).
             Ok(index) => Some(unsafe { self.slots[index].guard_after_sequences() }),
-            Err(Miss::Busy) => None,
-            Err(_) => {
-                let index = match want {
-                    crate::rseq::ANY_CPU => self.current_cpu() % self.slots.len(),
-                    want => want,
-                };
-                self.slots[index].try_take()
+            // Owned, or plain (no sequence has run on it yet: `Slot::owner`). A thread
+            // that asked for its current CPU's slot activates a plain one; an `_on` call
+            // never does.
+            Err(Miss::Busy) => {
+                let activate = want == crate::rseq::ANY_CPU;
+                self.slots[self.sequence_slot(want)].try_take_plain(activate)
             }
+            Err(_) => self.slots[self.sequence_slot(want)].try_take(),
+        }
+    }
+
+    /// The slot a sequence for `want` (a slot index, or `rseq::ANY_CPU`) was about.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    fn sequence_slot(&self, want: usize) -> usize {
+        match want {
+            crate::rseq::ANY_CPU => self.current_cpu() % self.slots.len(),
+            want => want,
         }
     }
 
@@ -967,7 +986,7 @@ impl<S: Source> Cache<S> {
     fn take_other_slot(&self, busy: usize) -> Option<SlotGuard<'_, S::Item>> {
         self.counters.busy_misses.add(1);
         let n = self.slots.len();
-        (1..n).find_map(|step| self.slots[(busy + step) % n].try_take())
+        (1..n).find_map(|step| self.slots[(busy + step) % n].try_take_unfenced())
     }
 
     /// Both magazines of the slot are empty: refill from the depot, else go to the slow

@@ -125,7 +125,7 @@ pub struct Config {
 /// ```
 ///
 /// [`Cache::with_options`]: crate::Cache::with_options
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Options {
     /// The most empty magazines the depot keeps for reuse; surplus ones are freed. `None`
@@ -158,36 +158,53 @@ pub struct Options {
     /// [`DepotPolicy::Fixed`] depot never has shelves, whatever this says: its cap counts
     /// the full stack alone and stays hard.
     pub cpu_shelves: Option<bool>,
-    /// Opt in to running `alloc` and `free` as restartable sequences on the current
-    /// CPU's slot, where the platform allows: Linux x86_64 with glibc 2.35 or later (which
-    /// registers the threads' rseq areas) and a kernel with `membarrier`'s rseq fence
-    /// (5.10 or later), for a cache with a slot for every CPU the system may bring up and
-    /// no [`current_cpu`](Self::current_cpu) of its own, whose magazines hold fewer than
+    /// Whether `alloc` and `free` run as restartable sequences on the current CPU's slot,
+    /// where the platform allows: Linux x86_64 with glibc 2.35 or later (which registers
+    /// the threads' rseq areas) and a kernel with `membarrier`'s rseq fence (5.10 or
+    /// later), for a cache with a slot for every CPU the system may bring up and no
+    /// [`current_cpu`](Self::current_cpu) of its own, whose magazines hold fewer than
     /// `2^32` items (the length shares a word with the hit counts). A hit then takes no
     /// lock and does no read-modify-write, and a thread preempted in the middle of one
     /// holds up nobody; see [`docs::design`](crate::docs::design#restartable-sequences).
+    /// On by default.
     ///
     /// On the machines of `BENCHMARKS.md` an alloc/free pair on one thread costs
     /// 0.20-0.45x the slot protocol's, 8 threads of pairs on 2 cores run at 5.7-24x its
     /// throughput with no busy misses, and a 1 -> 1 hand-off at 3.6-4.3x an `ArrayQueue`.
-    /// Off by default all the same, because an operation that takes the slot of a CPU
-    /// from a thread that is not on that CPU (`flush_cpu`, `flush`, `cached`, trims that
-    /// reclaim idle slots, exhaustion flushes, steals that need the loaded magazine, and
-    /// `alloc_on` / `free_on` / `alloc_cached_where_on` for another CPU's slot) waits up
-    /// to 2 us for that CPU to acknowledge its claim, and when no thread there calls into
-    /// the cache meanwhile, makes a `membarrier` system call that interrupts that CPU
-    /// (about 9 us there; see [`Stats::fenced_takes`](crate::Stats::fenced_takes)).
-    /// Steals that find the other slot's `previous` magazine full, and polls of a cache
-    /// that holds nothing, need neither. Slots beyond the CPUs the system may bring up
-    /// never run sequences, so the `_on` calls take them with a compare-and-swap as
-    /// without; a simulator that drives the slots of the real CPUs from one thread with
-    /// the `_on` calls should leave it off.
+    ///
+    /// The cost is elsewhere: once a thread on a CPU has run `alloc` or `free` there (it
+    /// *activates* that CPU's slot), an operation that takes the slot from a thread that
+    /// is not on that CPU (`flush_cpu`, `flush`, `cached`, trims that reclaim idle slots,
+    /// exhaustion flushes and steals that need the loaded magazine, and `alloc_on` /
+    /// `free_on` / `alloc_cached_where_on` for that slot) waits up to 2 us for that CPU to
+    /// acknowledge its claim, and when no thread there calls into the cache meanwhile,
+    /// makes a `membarrier` system call that interrupts that CPU (about 9 us there; see
+    /// [`Stats::fenced_takes`](crate::Stats::fenced_takes)). Steals that find the other
+    /// slot's `previous` magazine full, and polls of a cache that holds nothing, need
+    /// neither. Slots that no `alloc` or `free` has activated (the `_on` calls never do)
+    /// are taken with a compare-and-swap as without sequences, from any thread: a
+    /// simulator that drives the slots from one thread with the `_on` calls pays nothing
+    /// for this option. Turn it off for a cache whose slots are both used by `alloc` /
+    /// `free` on their CPUs and taken from elsewhere all the time.
     ///
     /// When off, or where unavailable, every operation takes its slot with a
     /// compare-and-swap: the portable protocol that loom and shuttle check.
     /// [`Cache::runs_restartable_sequences`](crate::Cache::runs_restartable_sequences)
     /// tells which one a cache runs.
     pub restartable_sequences: bool,
+}
+
+impl Default for Options {
+    /// Everything at its default: see each field.
+    fn default() -> Self {
+        Options {
+            max_empty: None,
+            current_cpu: None,
+            reclaim_idle_slots: None,
+            cpu_shelves: None,
+            restartable_sequences: true,
+        }
+    }
 }
 
 impl Options {

@@ -25,6 +25,7 @@ pub(crate) struct Slot<T> {
     /// | `TAKEN`      | owned   | the owner only: `store(FREE, Release)` when it is done           |
     /// | a token: even, >= 2 | claimed by a thread that may run on another CPU (restartable sequences only) | the claimant: `store(FREE, Release)`; a take sequence on the slot's CPU: CAS to `token \| 1` |
     /// | `token \| 1` | claimed, and acknowledged by the slot's CPU | the claimant: `store(FREE, Release)` |
+    /// | `PLAIN`      | free, and no sequence has run on it yet (restartable sequences only; the initial value) | any thread: `compare_exchange(PLAIN, TAKEN, Acquire)` -> it owns the whole slot, releases with `store(PLAIN, Release)`, or `store(FREE, Release)` when it *activates* the slot |
     ///
     /// The Release store publishes the owner's writes to the magazines; the Acquire CAS of
     /// the next owner receives them. Every other write is a compare-and-swap from the value
@@ -43,6 +44,16 @@ pub(crate) struct Slot<T> {
     /// claim (`rseq::take` says why that suffices), or after a `membarrier` that aborts or
     /// completes every such sequence there (the *fenced take*: [`try_take`](Self::try_take),
     /// [`SlotClaim::take_whole`]).
+    ///
+    /// Such a slot starts `PLAIN`: sequences miss on it (`PLAIN` is not `FREE`, and odd,
+    /// so the take sequence sees it busy), and any thread takes it whole with a plain
+    /// compare-and-swap ([`try_take_plain`](Self::try_take_plain)), no claim, no fence:
+    /// while the word is `PLAIN` no sequence has ever read `FREE` in it, so none is in
+    /// flight. A thread on the slot's CPU whose sequence missed on `PLAIN` takes it so and
+    /// gives it back as `FREE`: it activates the slot, and from then on the protocol above
+    /// applies. Only takes from `PLAIN` store `PLAIN`, so the word never returns to it.
+    /// Slots that only `_on` calls use (a simulator driving CPUs from one thread) never
+    /// activate, and cost no fences.
     owner: AtomicUsize,
     /// The magazines. When the CPU runs restartable sequences, the loaded magazine's
     /// length word also counts their hits while the slot is free (`rseq::POP_STEP`):
@@ -80,8 +91,16 @@ impl<T> Slot<T> {
     /// A slot with empty magazines; `fenced_cpu` is the CPU whose restartable sequences
     /// use it, if any.
     pub(crate) fn new(magazine_size: usize, fenced_cpu: Option<usize>) -> Self {
+        // A slot whose CPU may run sequences starts plain (see `owner`).
+        #[cfg(all(magazine_rseq, not(miri)))]
+        let owner = match fenced_cpu {
+            Some(_) => PLAIN,
+            None => FREE,
+        };
+        #[cfg(not(all(magazine_rseq, not(miri))))]
+        let owner = FREE;
         Self {
-            owner: AtomicUsize::new(FREE),
+            owner: AtomicUsize::new(owner),
             magazines: UnsafeCell::new(MagazinePair::new(magazine_size)),
             fenced_cpu,
             alloc_hits: OwnedCounter::default(),
@@ -175,7 +194,13 @@ impl<T> Slot<T> {
     pub(crate) fn try_take(&self) -> Option<SlotGuard<'_, T>> {
         #[cfg(all(magazine_rseq, not(miri)))]
         if self.fenced_cpu.is_some() {
-            return self.try_take_fenced();
+            // A plain slot needs no fence; an active one does (see `owner`). The word
+            // never returns to `PLAIN`, so a slot seen active stays so.
+            // MUTANT (plain_take_accepts_free): an active slot goes the plain way too.
+            return match self.is_plain() || cfg!(magazine_mutant = "plain_take_accepts_free") {
+                true => self.try_take_plain(false),
+                false => self.try_take_fenced(),
+            };
         }
         // A CAS rather than `swap(TAKEN)`: a busy miss then writes nothing. Same semantics
         // (Acquire on success; a miss needs no synchronisation), and loom 0.7 checks it
@@ -188,11 +213,57 @@ impl<T> Slot<T> {
             .map(|_| unsafe { SlotGuard::new_unchecked(self) })
     }
 
-    /// Whether the slot's CPU runs restartable sequences on it (takes from elsewhere are
-    /// fenced, and claims are possible).
+    /// Takes the slot if nobody owns it and the take needs no fence: a plain slot, or any
+    /// slot of a cache that runs no sequences. For busy misses, which try other slots.
+    #[inline]
+    pub(crate) fn try_take_unfenced(&self) -> Option<SlotGuard<'_, T>> {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if self.fenced_cpu.is_some() {
+            return self.try_take_plain(false);
+        }
+        self.try_take()
+    }
+
+    /// Whether the slot's CPU runs restartable sequences on it: the cache runs them and
+    /// the slot was activated (takes from elsewhere are fenced, and claims are possible).
+    /// A slot seen active stays so; one seen plain may be activated right after.
     #[cfg(all(magazine_rseq, not(miri)))]
     pub(crate) fn runs_sequences(&self) -> bool {
-        self.fenced_cpu.is_some()
+        self.fenced_cpu.is_some() && !self.is_plain()
+    }
+
+    /// Whether the owner word is `PLAIN` (see `owner`): a slot of a cache that runs
+    /// sequences, none of which has run on it yet. A hint: it may be activated right after.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    #[inline]
+    pub(crate) fn is_plain(&self) -> bool {
+        self.owner.load(Ordering::Relaxed) == PLAIN
+    }
+
+    /// Takes a plain slot whole with a compare-and-swap from `PLAIN` (see `owner`): no
+    /// claim, no fence. The guard gives it back as `PLAIN`, or, when `activate` (a thread
+    /// on the slot's CPU whose sequence missed on `PLAIN`), as `FREE`, which lets the
+    /// sequences run on it. `None` when the slot is not plain or somebody owns it.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    pub(crate) fn try_take_plain(&self, activate: bool) -> Option<SlotGuard<'_, T>> {
+        // A load first: a busy miss then writes nothing.
+        let expected = match self.owner.load(Ordering::Relaxed) {
+            PLAIN => PLAIN,
+            // MUTANT: an active slot taken by the plain CAS, with no claim or fence.
+            FREE if cfg!(magazine_mutant = "plain_take_accepts_free") => FREE,
+            _ => return None,
+        };
+        // Acquire: receives the last owner's writes (its Release store of `PLAIN`).
+        self.owner
+            .compare_exchange(expected, TAKEN, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        let release = match activate {
+            true => FREE,
+            false => PLAIN,
+        };
+        // SAFETY: our compare-and-swap took the slot from `PLAIN`: no sequence has read
+        // `FREE` in this word since it was last `PLAIN`, so none can commit into the slot.
+        Some(unsafe { SlotGuard::new_releasing(self, release) })
     }
 
     /// Takes the slot for its items: [`try_take`](Self::try_take), except that a slot
@@ -225,7 +296,8 @@ impl<T> Slot<T> {
         // Owner first: a slot seen free was free before its lengths were read (x86 does
         // not reorder loads with older loads).
         unsafe {
-            crate::rseq::peek(self.owner.as_ptr()) != FREE
+            let owner = crate::rseq::peek(self.owner.as_ptr());
+            (owner != FREE && owner != PLAIN)
                 // The length is the word's low half (`rseq::POP_STEP`).
                 || (crate::rseq::peek(Magazine::len_address(core::ptr::addr_of!((*pair).loaded)))
                     as u32
@@ -322,10 +394,19 @@ impl<T> Slot<T> {
 pub(crate) const FREE: usize = 0;
 /// `Slot::owner` of a slot taken by a CAS or by a restartable sequence's commit.
 pub(crate) const TAKEN: usize = 1;
+/// `Slot::owner` of a free slot that no restartable sequence has run on yet. Odd, so the
+/// take sequence sees it busy, and no claim's token (small even numbers) or acknowledged
+/// token.
+#[cfg(all(magazine_rseq, not(miri)))]
+pub(crate) const PLAIN: usize = usize::MAX;
 
 /// Ownership of a slot; gives it back on drop, also when unwinding.
 pub(crate) struct SlotGuard<'a, T> {
     slot: &'a Slot<T>,
+    /// What the drop stores in the owner word: `FREE`, or `PLAIN` for a plain slot taken
+    /// whole without activating it (see `Slot::owner`).
+    #[cfg(all(magazine_rseq, not(miri)))]
+    release: usize,
 }
 
 impl<'a, T> SlotGuard<'a, T> {
@@ -337,7 +418,22 @@ impl<'a, T> SlotGuard<'a, T> {
     /// restartable sequence's commit of `TAKEN`), and no other guard of the slot exists.
     #[inline]
     pub(crate) unsafe fn new_unchecked(slot: &'a Slot<T>) -> Self {
-        Self { slot }
+        Self {
+            slot,
+            #[cfg(all(magazine_rseq, not(miri)))]
+            release: FREE,
+        }
+    }
+
+    /// The guard of a slot the caller took from `PLAIN`, which its drop gives back as
+    /// `release`.
+    ///
+    /// # Safety
+    ///
+    /// The caller took the slot by a CAS from `PLAIN`, and no other guard of it exists.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    unsafe fn new_releasing(slot: &'a Slot<T>, release: usize) -> Self {
+        Self { slot, release }
     }
 
     /// Runs `f` on the slot's magazines.
@@ -451,6 +547,10 @@ impl<T> Drop for SlotGuard<'_, T> {
         } else {
             Ordering::Release
         };
-        self.slot.owner.store(FREE, release);
+        #[cfg(all(magazine_rseq, not(miri)))]
+        let value = self.release;
+        #[cfg(not(all(magazine_rseq, not(miri))))]
+        let value = FREE;
+        self.slot.owner.store(value, release);
     }
 }

@@ -432,8 +432,9 @@ fn exhausted_allocations_fence_only_slots_with_items() {
 }
 
 /// Slots beyond the CPUs the system may bring up never run a sequence, so the `_on` calls
-/// take them with a compare-and-swap, from any thread, without a fence; the slots of the
-/// real CPUs other than the caller's need one.
+/// take them with a compare-and-swap, from any thread, without a fence; so do the slots of
+/// real CPUs until a thread there activates them with `alloc` or `free` (`_on` calls never
+/// do); after that, taking one from another CPU needs a fence.
 #[test]
 fn slots_beyond_the_cpus_take_no_fence() {
     let configured = configured_cpus();
@@ -452,16 +453,33 @@ fn slots_beyond_the_cpus_take_no_fence() {
     );
     let cpus = allowed_cpus();
     if cpus.len() >= 2 {
+        let remote_take = || {
+            thread::scope(|s| {
+                s.spawn(|| {
+                    run_on(&cpus[..1]);
+                    let id = cache.alloc_on(cpus[1]).unwrap();
+                    cache.free_on(cpus[1], id);
+                });
+            })
+        };
+        remote_take();
+        assert_eq!(
+            cache.stats().fenced_takes,
+            0,
+            "a slot that no sequence has run on was fenced"
+        );
+        // Activate the other CPU's slot: `alloc` and `free` on that CPU.
         thread::scope(|s| {
             s.spawn(|| {
-                run_on(&cpus[..1]);
-                let id = cache.alloc_on(cpus[1]).unwrap();
-                cache.free_on(cpus[1], id);
+                run_on(&cpus[1..2]);
+                let id = cache.alloc().unwrap();
+                cache.free(id);
             });
         });
+        remote_take();
         assert!(
             cache.stats().fenced_takes >= 1,
-            "another real CPU's slot was taken without a fence"
+            "another real CPU's active slot was taken without a fence"
         );
     }
     drop(cache);

@@ -84,13 +84,27 @@ pub fn config(magazine_size: usize) -> Config {
     }
 }
 
-/// A cache over a never-exhausted free list, with default configuration.
+/// A cache over a never-exhausted free list, with default configuration and options
+/// (restartable sequences where the platform has them).
 pub fn cache() -> Cache<FreeList> {
     Cache::new(FreeList::fresh())
 }
 
+/// [`cache`] with restartable sequences off: every operation takes its slot with a
+/// compare-and-swap (the portable slot protocol).
+pub fn slot_protocol_cache() -> Cache<FreeList> {
+    slot_protocol_on(FreeList::fresh())
+}
+
+/// A cache in front of `source` that runs the slot protocol, not restartable sequences.
+pub fn slot_protocol_on<S: Source>(source: S) -> Cache<S> {
+    let mut options = magazine::Options::default();
+    options.restartable_sequences = false;
+    Cache::with_options(source, Config::default(), options)
+}
+
 /// [`cache`] with restartable sequences on where the platform has them
-/// (`Options::restartable_sequences`).
+/// (`Options::restartable_sequences`, the default), said explicitly.
 pub fn cache_with_sequences() -> Cache<FreeList> {
     cache_with_sequences_on(FreeList::fresh())
 }
