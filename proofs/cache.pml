@@ -1,11 +1,27 @@
 /*
  * cache.pml -- the shared (per-CPU slot) protocol of src/cache.rs, src/slot.rs, src/pair.rs
  * and the loose paths of src/depot.rs: Cache::alloc_on / free_on (take_slot,
- * take_other_slot, the pair's alloc/free, alloc_miss with refill and steal, free_miss with
- * spill, alloc_busy / free_busy with Depot::alloc_loose / free_loose), alloc_slow
- * (take_cached, the `flushing` flag, try_flush, the final source attempt), racing with
- * Cache::flush_cpu or Cache::flush and Cache::trim (reclaim_idle_slots, the depot trim).
- * The step-to-function table is in proofs/README.md, section 4.
+ * take_other_slot, the pair's alloc/free, alloc_miss with refill, free_miss with spill,
+ * alloc_busy / free_busy with Depot::alloc_loose / free_loose), alloc_slow (source_dry,
+ * take_cached, which steals only while another thread's flush runs, the `flushing` flag,
+ * the exhaustion flush, the final source attempt), racing with Cache::flush_cpu or Cache::flush and Cache::trim
+ * (reclaim_idle_slots, the depot trim).  The step-to-function table is in
+ * proofs/README.md, section 4.
+ *
+ * The exhaustion flush (Cache::flush_until_found + Cache::keep_found, as in 5ea50b7;
+ * unchanged since addc596), without restartable sequences (a claim of a slot's previous,
+ * Victim::Previous, is rseq.pml's): the flag's winner takes each slot in turn (take_for_items -> take_victim,
+ * busy ones skipped), takes its non-empty magazines out (MagazinePair::take_items, empty
+ * ones in their place) and gives the slot back; the first slot that held items ends the
+ * walk (found = its loaded, else its previous; rest = its previous when both held
+ * items); with none, one Depot::pop_refill (found, no rest).  keep_found pops an item of
+ * found, then takes its home slot again: when both of its magazines are empty, found
+ * and rest become its loaded and previous and the two empties go to the depot; else
+ * (home busy, Home::Busy, or not empty) found and rest go to the depot, a refused one
+ * (Fixed cap) to the source, after every slot is given back.  Nothing else goes to the
+ * source: the full flushes (Cache::flush, flush_cpu) are the admin's.  Cache::try_flush
+ * (public, the full flush that skips busy slots) is no longer on the allocation path and
+ * is not modelled.
  *
  * Abstractions (each justified by another model or by ownership):
  *   - every depot stack operation (pop, push with its cap) is one atomic step: depot.pml
@@ -30,34 +46,45 @@
  *   - slot mutual exclusion: a process touches a slot's magazines only while it holds a
  *     guard of that slot and nobody else does (users[s] == its bit);
  *   - the source is never called while the calling process holds any slot;
- *   - one flush at a time: never two processes inside try_flush;
+ *   - one flush at a time: never two processes inside flush_until_found (keep_found
+ *     included: the flag is cleared after it);
  *   - the exhaustion promise (ghost `quiet`): an alloc that returns None while no other
  *     process was inside an operation at any moment since the alloc began finds every
- *     item in some process's hands (nothing in the source, nothing cached).
+ *     item in some process's hands (nothing in the source, nothing cached).  The same
+ *     statement as for the old flush that returned everything to the source: the new
+ *     flush returns None only after taking every slot (all free when nothing else runs)
+ *     and finding the depot's full and partial stacks empty, and the final source
+ *     attempt follows (needed: source_dry is a racy hint, and a stale `true` makes
+ *     alloc_slow skip its first source call; README section 4).
  * Checked at the end (all workers and the admin done): the flushing flag and the
  *   trimming flag are clear, no slot is held, conservation.
  * Bounds: -DSLOTS (1-2), -DITEMS (2-3), -DMAGSZ (1-2), -DOPS per worker, 2 workers (worker
- * 2 on CPU W2CPU), the admin (-DFLUSH=0/1/2, -DTRIM=0/1), -DPRELOAD or -DSPILL (items
- * cached at the start); the runs are in proofs/run.sh, their bounds in proofs/README.md.
+ * 2 on CPU W2CPU), the admin (-DFLUSH=0/1/2, -DTRIM=0/1), -DPRELOAD, -DPRELOAD_PAIR or
+ * -DSPILL (items cached at the start); the runs are in proofs/run.sh, their bounds in proofs/README.md.
  * Progress (invariant 3), with -DPROGRESS: the FREEZER may, once, at any point while a
  * worker is inside an operation, freeze every other process (Promela `provided` clauses).  The frozen-out
  * worker must then finish its operation alone within SOLO_BOUND of its own steps: a
  * blocking wait is an invalid end state, a spin fails the step assertion.  The one
  * documented wait (invariant 3's exception, the exhaustion rule): an allocation that lost
  * the flush flag keeps retrying take_cached while the flag is set; when the flag's holder
- * is really inside try_flush, the freeze ends there (the check cannot continue); when
- * nobody is flushing, the spin counts against SOLO_BOUND.
+ * is really inside flush_until_found, the freeze ends there (the check cannot continue);
+ * when nobody is flushing, the spin counts against SOLO_BOUND.
  *
  * Negative controls:
  * -DBUSY_WAITS     take_slot waits (blocks) until its own slot is free: invalid end state.
  * -DBUSY_SPINS     take_slot spins on try_take of its own slot, as Slot::take does (the
  *                  crate's mutant busy_slot_waits): SOLO_BOUND assertion.
  * -DFLAG_STAYS_SET the flushing flag is never cleared (mutant flush_flag_stays_set).
- * -DSTEAL_UNOWNED  take_victim does not take the victim's slot (mutant steal_unowned).
- * -DDRAIN_IN_PLACE try_flush returns a slot's items to the source while it holds the slot
- *                  (the protocol before take_items, the removed Cache::drain_slot).
+ * -DSTEAL_UNOWNED  take_victim does not take the victim's slot (mutant steal_unowned; it
+ *                  covers steals, the exhaustion flush and idle reclaim).
+ * -DDRAIN_IN_PLACE the exhaustion flush returns a slot's items to the source while it
+ *                  holds the slot (the protocol before take_items, the removed
+ *                  Cache::drain_slot), instead of taking them out.
  * -DFORGETS_REST   alloc_loose drops the rest of the magazine (mutant
  *                  alloc_loose_forgets_rest; needs MAGSZ >= 2).
+ * -DFLUSH_DROPS_REST the exhaustion flush drops the second magazine (rest) of the slot it
+ *                  found, items and all (mutant flush_drops_rest; needs a slot holding
+ *                  items in both magazines: -DPRELOAD_PAIR).
  */
 
 #ifndef SLOTS
@@ -121,7 +148,7 @@ bool trimming;                  /* Depot::trimming */
 
 bool source_dry;                /* Cache::source_dry */
 bool flushing;                  /* Cache::flushing */
-byte nflush;                    /* ghost: processes inside try_flush */
+byte nflush;                    /* ghost: processes inside flush_until_found */
 
 byte hm[NPROC * 2];             /* magazines in flight, out of every slot and stack */
 
@@ -415,7 +442,8 @@ inline refill_alloc(s, got, it) {
 }
 
 /* Cache::steal into the pair of slot home (both its magazines empty); it = an item or 0.
- * take_victim each other slot from home + 1 on; steal_from; the victim's guard drops. */
+ * take_victim (Cache::steal_from_slot -> take_for_items) each other slot from home + 1
+ * on; steal_from (both of the victim's magazines, 16331d9); the victim's guard drops. */
 inline steal(home, it) {
     st_i = 1; it = 0; stolen = 0;
     do
@@ -429,14 +457,11 @@ inline steal(home, it) {
                 mine(home); mine(st_v);
                 assert(mlen[loaded[home]] == 0 && mlen[prev[home]] == 0);
                 if
-                :: mlen[prev[st_v]] == MAGSZ || mlen[loaded[st_v]] == 0 ->
-                    if
-                    :: mlen[prev[st_v]] > 0 ->
-                        hk = loaded[home]; loaded[home] = prev[st_v]; prev[st_v] = hk; stolen = 1
-                    :: else
-                    fi
-                :: else ->
-                    hk = loaded[home]; loaded[home] = loaded[st_v]; loaded[st_v] = hk; stolen = 1
+                :: mlen[loaded[st_v]] > 0 || mlen[prev[st_v]] > 0 ->
+                    /* mem::swap(self, victim): both magazines, ours (empty) in their place */
+                    hk = loaded[home]; loaded[home] = loaded[st_v]; loaded[st_v] = hk;
+                    hk = prev[home]; prev[home] = prev[st_v]; prev[st_v] = hk; stolen = 1
+                :: else
                 fi;
                 hk = 0;
                 if :: stolen -> printf("P%d steals from slot %d\n", _pid, st_v) :: else fi;
@@ -549,14 +574,73 @@ inline drain_depot() {
     got = 0
 }
 
-/* Cache::try_flush: each slot it can take: take_items, give back, release_each; then
- * drain_depot */
-inline try_flush() {
-    tf_s = 0;
+/* Cache::give_to_depot of H0: Depot::push_any; a refused one (Fixed cap) to the source */
+inline give_to_depot() {
+    push_any(ok); STEP;
+    if :: !ok -> release_to_source(); STEP :: else fi
+}
+
+/* Cache::keep_found(found = H0, rest = H1, home): an item of found; then, when home is a
+ * slot taken again (Cache::retake) whose two magazines are empty, found and rest become
+ * its loaded and previous (MagazinePair::install, mem::replace of previous) and the two
+ * empties they replace go to the depot (push_empty) after the slot is given back; else
+ * (home busy, or Home::Busy, or its magazines not empty) found and rest go to the depot
+ * (give_to_depot) after the slot is given back.  No slot is held at a depot push or a
+ * source call. */
+inline keep_found(home, it) {
+    d_step { mag_pop(H0, it); assert(it != 0);          /* found.pop() */
+             printf("P%d keep_found: item %d of magazine %d\n", _pid, it, H0); check() };
+    STEP;
+    kf = 0;                                             /* 1: installed */
+    if
+    :: home != BUSY ->
+        try_take(home, got); STEP;                      /* Cache::retake */
+        if
+        :: got ->
+            d_step {                                    /* keep_found's install closure */
+                mine(home);
+                if
+                :: mlen[loaded[home]] == 0 && mlen[prev[home]] == 0 ->
+                    /* MagazinePair::install(found): previous = old loaded, loaded = found,
+                     * returns the old previous */
+                    hk = prev[home]; prev[home] = loaded[home]; loaded[home] = H0; H0 = hk;
+                    /* rest: mem::replace(&mut previous, rest), returns the old loaded */
+                    if :: H1 != 0 -> hk = prev[home]; prev[home] = H1; H1 = hk :: else fi;
+                    hk = 0; kf = 1;
+                    printf("P%d keep_found: installed in slot %d\n", _pid, home)
+                :: else
+                fi;
+                check()
+            };
+            STEP;
+            give_back(home); STEP
+        :: else
+        fi
+    :: else
+    fi;
+    if
+    :: kf ->                                            /* Ok(empties): push_empty each */
+        push_empty(); STEP;
+        if :: H1 != 0 -> d_step { H0 = H1; H1 = 0 }; push_empty(); STEP :: else fi
+    :: else ->                                          /* Err((found, rest)): give_to_depot each */
+        printf("P%d keep_found: found (and rest) to the depot\n", _pid);
+        give_to_depot();
+        if :: H1 != 0 -> d_step { H0 = H1; H1 = 0 }; give_to_depot() :: else fi
+    fi;
+    kf = 0; got = 0; ok = 0
+}
+
+/* Cache::flush_until_found(home): each slot from 0 on that take_for_items (take_victim)
+ * gets: take_items, give back; the first that held items ends the walk (found: its loaded,
+ * else its previous; rest: its previous when both held items); else Depot::pop_refill
+ * (found, no rest); then keep_found.  it = 0: nothing found.  No source call on the way
+ * (but keep_found's give_to_depot of a magazine a Fixed depot refuses). */
+inline flush_until_found(home, it) {
+    it = 0; tf_s = 0;
     do
-    :: tf_s >= SLOTS -> break
+    :: tf_s >= SLOTS || H0 != 0 || H1 != 0 -> break
     :: else ->
-        try_take(tf_s, got); STEP;
+        take_victim(tf_s, got); STEP;                   /* Cache::take_for_items */
         if
         :: got ->
 #ifdef DRAIN_IN_PLACE
@@ -566,15 +650,42 @@ inline try_flush() {
             give_back(tf_s); STEP
 #else
             take_items(tf_s); STEP;
-            give_back(tf_s); STEP;
-            release_each(); STEP
+            give_back(tf_s); STEP                       /* the victim's guard drops */
 #endif
         :: else
         fi;
         tf_s++
     od;
-    drain_depot();
-    tf_s = 0
+    tf_s = 0;
+    d_step {
+        if
+        :: H0 == 0 && H1 != 0 -> H0 = H1; H1 = 0        /* (None, Some(found)) */
+        :: else
+        fi;
+#ifdef FLUSH_DROPS_REST
+        if
+        :: H1 != 0 ->                                   /* MUTANT: drop(rest), items and all */
+            printf("P%d flush (mutant): drops the rest, magazine %d\n", _pid, H1);
+            do
+            :: mlen[H1] == 0 -> break
+            :: else -> mlen[H1]--; mit[H1 * MAGSZ + mlen[H1]] = 0
+            od;
+            alive[H1] = 0; H1 = 0
+        :: else
+        fi;
+#endif
+        if
+        :: H0 == 0 -> pop_refill(got)                   /* self.depot.pop_refill()? */
+        :: else -> printf("P%d flush: found magazine %d (rest %d) in a slot\n", _pid, H0, H1)
+        fi;
+        check()
+    };
+    STEP;
+    if
+    :: H0 != 0 -> keep_found(home, it)
+    :: else -> printf("P%d flush: nothing found\n", _pid)
+    fi;
+    got = 0
 }
 
 /* Cache::take_cached(home, steal); home = a slot index or BUSY; steal: whether it may
@@ -616,8 +727,9 @@ inline take_cached(home, it, stealing) {
 }
 
 /* Cache::alloc_slow(home): the source unless it is known dry; take_cached (no steal);
- * the flush flag (the winner runs try_flush and clears it, a loser retries take_cached,
- * stealing, while it is set); the source */
+ * the flush flag (the winner runs flush_until_found and clears it after keep_found; a
+ * loser retries take_cached, stealing, while it is set); the source unless the flush
+ * found an item */
 inline alloc_slow(home, it) {
     it = 0;
     if
@@ -636,14 +748,14 @@ inline alloc_slow(home, it) {
                d_step {                         /* flushing.compare_exchange(false, true) */
                    if
                    :: !flushing -> flushing = 1; won = 1;
-                      nflush++; assert(nflush == 1); printf("P%d wins the flush flag: try_flush\n", _pid)
+                      nflush++; assert(nflush == 1); printf("P%d wins the flush flag: flush_until_found\n", _pid)
                    :: else -> won = 0; printf("P%d finds the flush flag set\n", _pid)
                    fi
                };
                STEP;
                if
                :: won == 1 ->
-                   try_flush();
+                   flush_until_found(home, it);
                    d_step {
                        nflush--;
 #ifndef FLAG_STAYS_SET
@@ -773,7 +885,7 @@ inline op_end() {
 }
 
 proctype worker(byte cpu) provided (frozen == 0 || frozen == _pid) {
-    byte ops, s, got, ok, it, tk, won, item, st_i, st_v, stolen, tf_s, tc_s;
+    byte ops, s, got, ok, it, tk, won, item, st_i, st_v, stolen, tf_s, tc_s, kf;
     do
     :: ops >= OPS -> break
     :: else ->
@@ -801,7 +913,7 @@ proctype worker(byte cpu) provided (frozen == 0 || frozen == _pid) {
 
 /* Cache::flush_cpu(cpu) / Cache::flush, and Cache::trim, once each, in either order */
 proctype admin() provided (frozen == 0) {
-    byte s, got, ok, it, tk, won, item, did, st_i, st_v, stolen, tf_s, tc_s;
+    byte s, got, ok, it, tk, won, item, did, st_i, st_v, stolen, tf_s, tc_s, kf;
     did = (FLUSH == 0 -> 1 : 0) + (TRIM == 0 -> 2 : 0);
     do
     :: did == 3 -> break
@@ -925,6 +1037,12 @@ init {
         alive[2 * SLOTS + 1] = 1; mit[(2 * SLOTS + 1) * MAGSZ] = 3; mlen[2 * SLOTS + 1] = 1;
         dfull[0] = 2 * SLOTS + 1; full_n = 1; insrc[3] = 0;
         insrc[4] = 0; hand[4] = 1;
+#endif
+#ifdef PRELOAD_PAIR
+        /* PRELOAD_PAIR (MAGSZ 1, ITEMS 2): items 1 and 2 in the last slot's loaded and
+         * previous magazines: an exhaustion flush that finds the slot takes both */
+        mit[loaded[SLOTS - 1] * MAGSZ] = 1; mlen[loaded[SLOTS - 1]] = 1; insrc[1] = 0;
+        mit[prev[SLOTS - 1] * MAGSZ] = 2; mlen[prev[SLOTS - 1]] = 1; insrc[2] = 0;
 #endif
 #ifdef PRELOAD
         /* PRELOAD: item 1 cached in the last slot, item 2 (and 3 when MAGSZ >= 2) in a

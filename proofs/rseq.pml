@@ -9,11 +9,12 @@
  * = claim + fence, with no load of the owner word after it), as src/cache.rs uses them
  * (alloc_in_sequence / free_in_sequence, on a miss take_slot_in_sequence and the slot's
  * owner path, SlotGuard's Drop; Cache::steal / steal_from_slot as the remote thief,
- * Cache::flush_cpu as the remote flusher).  The step-to-function table is in
- * proofs/README.md, section 5.
+ * Cache::flush_cpu as the remote flusher), with lazy activation (PLAIN, below).  The
+ * step-to-function table is in proofs/README.md, section 5.
  *
  * State: per CPU c one slot: owner[c] (FREE 0, TAKEN 1, a claim's token naming one
- * thread: even, >= 2, (pid + 1) << 1; the token acknowledged: token | 1, odd, >= 3),
+ * thread: even, >= 2, (pid + 1) << 1; the token acknowledged: token | 1, odd, >= 3;
+ * PLAIN 255, slot.rs PLAIN = usize::MAX: odd, never a token (<= 12 here) or token | 1),
  * the loaded magazine mlen[c] and cells items[c * CAP ..], the previous magazine plen[c]
  * and cells pitems[c * CAP ..] (CAP 2 each; a cell at or above its len may hold
  * anything: an old item, 0 = never written).  Items 1..NITEMS are distinct ids.
@@ -72,6 +73,28 @@
  * the fenced take does not look at the owner word again (it may hold token or
  * token | 1; the release stores FREE either way).
  *
+ * Lazy activation (-DSTART_PLAIN: every owner word starts PLAIN, as Slot::new makes a
+ * slot of a cache that runs sequences; without it every slot starts FREE, i.e. already
+ * activated, and the plain steps below are left out: they would only load a word that
+ * is never PLAIN, or fail a CAS from PLAIN).  PLAIN means free, and no sequence has
+ * read FREE in the word: alloc / free sequences see it not FREE, the take sequence sees
+ * it odd, so all three exit Busy with no commit.  Any thread takes a PLAIN slot whole
+ * with a CAS PLAIN -> TAKEN (Slot::try_take_plain), no claim, no fence: no sequence on
+ * it can be in flight.  The guard's release (SlotGuard::release) stores PLAIN again,
+ * except after an activating take: a worker calling alloc / free (want ANY) whose take
+ * sequence exited Busy CASes PLAIN -> TAKEN on its current CPU's slot (take_in_sequence's
+ * Busy arm, sequence_slot(ANY) = current_cpu()) and releases FREE; from then on the slot
+ * follows the protocol above.  alloc_on / free_on never activate: their Busy arm takes
+ * with try_take_plain(false), and when is_plain() (a Relaxed load) sees PLAIN they skip
+ * the sequences: take_slot (is_plain again, else take_slot_in_sequence), Slot::try_take,
+ * then take_other_slot (try_take_plain(false) of the other slot).  Slot::try_take is
+ * is_plain(), then try_take_plain(false) or the fenced take; the thief's look
+ * (runs_sequences(), looks_empty) counts PLAIN as free, and a PLAIN slot goes to
+ * take_victim -> try_take, both magazines to the thief.  Only takes from PLAIN store
+ * PLAIN, so the word never returns to PLAIN (ghost activated[c], asserted).  That is
+ * more than the plain CAS needs: PLAIN stored by any owner of the whole slot would do,
+ * PLAIN stored by a claimant of previous alone would not (-DCLAIM_RELEASES_PLAIN).
+ *
  * Processes: NW = 2 workers (worker 1 on CPU W1CPU, worker 2 on W2CPU), OPS operations
  * each: alloc, or free of an item it holds (Cache::alloc / free with sequences).
  *   alloc: the alloc sequence; on any miss (alloc_after_sequence) the take sequence
@@ -86,7 +109,8 @@
  *     the item to the outside (free_busy).
  * With -DW1WANT=c worker 1 calls alloc_on / free_on(c) instead: its sequences run only
  * on CPU c (else the Elsewhere miss), and a take sequence that finds it elsewhere takes
- * slot c with the fenced take, as take_slot_in_sequence does.  The owner's steps on a
+ * slot c with Slot::try_take (the fenced take, or the plain one), as
+ * take_slot_in_sequence does.  The owner's steps on a
  * magazine are two each: the loads (and a store into the cell at len), then the stores
  * (the new len; a swap's cells and lengths).
  * The remote thread, on slot RSLOT (0): first STEALS steals (Cache::steal_from_slot:
@@ -119,9 +143,14 @@
  *   - previous in use: every step on a previous magazine is by a holder of the slot,
  *     and the steps of one use of it (a swap, a steal, a flush) never overlap another
  *     thread's (ghost prevuse[c]).
+ *   - plain takes: a CAS PLAIN -> TAKEN finds nobody holding the slot and no sequence
+ *     in flight on the slot's CPU (PLAIN_QUIET); its taker is a confirmed owner, so
+ *     the exclusion above covers the sequences after it; PLAIN is stored only in a
+ *     slot that never held FREE (MONOTONE, ghost activated[c]).
  * Always: owner steps on the loaded magazine assert they are a confirmed owner; claimant
  * steps assert they hold the slot.
- * Checked at the end: every owner word FREE, nobody holding, conservation.
+ * Checked at the end: nobody holding, conservation, every owner word FREE or PLAIN
+ * (without -DONLY_CONSERVATION: FREE if the slot was activated, else PLAIN).
  *
  * Negative controls (run with -DONLY_CONSERVATION: the trail ends at lost/duplicated
  * items, not at the exclusion assertions):
@@ -149,6 +178,19 @@
  *                       ack_from_elsewhere, tried in the crate and not kept).
  * -DACK_STORES          the acknowledgement commits with a plain store of token | 1, not
  *                       a CAS (the take's commit stays a CAS).
+ * Lazy activation (with -DSTART_PLAIN):
+ * -DPLAIN_TAKE_ACCEPTS_FREE the crate's mutant plain_take_accepts_free: Slot::try_take
+ *                       always goes the plain way, and try_take_plain CASes from FREE
+ *                       when a load sees FREE: an activated slot taken whole with no
+ *                       claim and no fence (and released PLAIN).
+ * -DSEQ_COMMITS_ON_PLAIN the alloc and free sequences' owner check lets PLAIN pass, as
+ *                       FREE: they commit into a slot that plain takes take with no
+ *                       fence (why PLAIN must look busy to them: the assembly's
+ *                       cmp [owner], 0 does that).
+ * -DCLAIM_RELEASES_PLAIN the thief's claim that took previous only releases PLAIN (a
+ *                       release value picked from a stale is_plain(), say): PLAIN stored
+ *                       by a holder that does not own the loaded magazine lets the next
+ *                       plain take skip the fence that a sequence in flight needs.
  */
 
 #ifndef NCPU
@@ -198,6 +240,9 @@
 #define TAKEN   1               /* slot.rs TAKEN */
 #define TOKEN   ((_pid + 1) << 1) /* Slot::claim: (thread_index() + 1) << 1: even, >= 2 */
 #define ACKED   (TOKEN | 1)     /* the token acknowledged by the slot's CPU: odd, >= 3 */
+#define PLAIN   255             /* slot.rs PLAIN (usize::MAX): odd (the take sequence: Busy),
+                                 * not FREE (alloc / free sequences: Busy), and no token
+                                 * (<= 12 here) or acknowledged token */
 #define TOKEN_PID(t) (((t) >> 1) - 1)   /* the thread a token (or its acknowledged form) names */
 #define BIT     (1 << _pid)
 #define NOCPU   255
@@ -220,6 +265,7 @@ byte hand[NITEMS + 1];          /* ghost: pid holding it, 0 = nobody */
 byte held[NCPU];                /* ghost: bit p set while process p holds the slot (take or claim) */
 byte confirmed[NCPU];           /* ghost: bit p set while process p owns the whole slot */
 byte prevuse[NCPU];             /* ghost: bit p set while process p is in a use of previous */
+bool activated[NCPU];           /* ghost: FREE has been in owner[c] (activated, or started FREE) */
 byte cpu[NPROC];                /* the CPU each worker runs on (rseq cpu_id) */
 bool inseq[NPROC];              /* in a sequence, not aborted, not yet committed */
 bool aborted[NPROC];            /* its sequence was aborted: next step is the handler */
@@ -243,8 +289,23 @@ hidden byte ck_i, ck_c, ck_s, ck_k;     /* temporaries within one atomic step */
 #define PREV_EXIT(c)    prevuse[c] = prevuse[c] & ~BIT
 #ifdef ONLY_CONSERVATION
 #define ACK_HOLDER(c, t) skip
+#define PLAIN_QUIET(c)   skip
+#define MONOTONE(c)      skip
+#define END_WORD(c)      skip
 #else
 #define ACK_HOLDER(c, t) assert(held[c] == (1 << TOKEN_PID(t)))   /* the ack's token: the holder's */
+/* a plain take: no sequence on slot c's CPU is in flight (one in flight there has passed
+ * its owner check, reading FREE or a token, and the word has been PLAIN all along) */
+#define PLAIN_QUIET(c)   ck_k = 1; do :: ck_k > NW -> break :: else -> assert(!(inseq[ck_k] && cpu[ck_k] == c)); ck_k++ od; ck_k = 0
+/* PLAIN is stored only in a slot that never held FREE (the design's monotone word) */
+#define MONOTONE(c)      assert(!activated[c])
+#define END_WORD(c)      assert(owner[c] == (activated[c] -> FREE : PLAIN))
+#endif
+
+#if defined(START_PLAIN) || defined(PLAIN_TAKE_ACCEPTS_FREE) || defined(SEQ_COMMITS_ON_PLAIN) || defined(CLAIM_RELEASES_PLAIN)
+#define PLAINS  1               /* the plain steps are compiled in (they read PLAIN, which */
+#else                           /* a run that starts FREE never sees: failed CASes, loads) */
+#define PLAINS  0
 #endif
 
 inline check() {
@@ -403,7 +464,12 @@ inline enter_slot(check_owner, kind) {
         :: want != ANY && want != c -> res = ELSEWHERE; inseq[_pid] = 0
         :: else ->
             if
+#ifndef SEQ_COMMITS_ON_PLAIN
             :: kind != 3 && check_owner && owner[c] != FREE -> res = BUSY; inseq[_pid] = 0
+#else
+            :: kind != 3 && check_owner && owner[c] != FREE && owner[c] != PLAIN ->   /* MUTANT: PLAIN is free */
+                res = BUSY; inseq[_pid] = 0
+#endif
             :: kind == 3 && owner[c] == FREE -> l = FREE; r = TAKEN       /* the take */
             :: kind == 3 && owner[c] != FREE && (owner[c] & 1) == 0 ->    /* a claim: the ack */
 #ifndef ACK_OUTSIDE_SEQUENCE
@@ -689,14 +755,90 @@ inline fenced_take(s, got) {
     fi
 }
 
+/* Slot::try_take_plain(act)'s CAS, inside the caller's d_step: owner.compare_exchange(
+ * PLAIN, TAKEN, Acquire): the whole slot, no claim, no fence; the guard's release value
+ * (SlotGuard::release) is FREE when act (the activating take), else PLAIN */
+inline plain_cas(s, got, act) {
+    if
+    :: owner[s] == PLAIN ->
+        NOBODY_HOLDS(s); PLAIN_QUIET(s);
+        owner[s] = TAKEN; held[s] = held[s] | BIT; confirmed[s] = confirmed[s] | BIT;
+        got = 1; rel = (act -> FREE : PLAIN);
+        if
+        :: act -> printf("P%d plain take of slot %d: CAS PLAIN -> TAKEN (activating: will release FREE)\n", _pid, s)
+        :: else -> printf("P%d plain take of slot %d: CAS PLAIN -> TAKEN (will release PLAIN)\n", _pid, s)
+        fi
+    :: else -> got = 0;
+        printf("P%d plain take of slot %d: CAS fails (owner %d)\n", _pid, s, owner[s])
+    fi
+}
+
+/* Slot::try_take_plain(act): a load (not PLAIN: a miss), then the CAS from PLAIN; one
+ * step here (a load that misses is a CAS that fails at that moment) */
+inline plain_take(s, got, act) {
+#ifndef PLAIN_TAKE_ACCEPTS_FREE
+    d_step { run_here(); plain_cas(s, got, act) }
+#else
+    d_step {                                    /* MUTANT: the load picks FREE or PLAIN */
+        run_here(); got = (owner[s] == FREE -> 1 : (owner[s] == PLAIN -> 2 : 0));
+        printf("P%d plain take of slot %d (mutant): loads owner %d\n", _pid, s, owner[s])
+    };
+    if
+    :: got == 1 ->
+        d_step {
+            run_here();
+            if
+            :: owner[s] == FREE ->              /* an active slot: no claim, no fence */
+                NOBODY_HOLDS(s);
+                owner[s] = TAKEN; held[s] = held[s] | BIT; confirmed[s] = confirmed[s] | BIT;
+                got = 1; rel = (act -> FREE : PLAIN);
+                printf("P%d plain take of slot %d (mutant): CAS FREE -> TAKEN, no fence\n", _pid, s)
+            :: else -> got = 0;
+                printf("P%d plain take of slot %d (mutant): CAS fails (owner %d)\n", _pid, s, owner[s])
+            fi
+        }
+    :: got == 2 -> d_step { run_here(); plain_cas(s, got, act) }
+    :: else                                     /* got == 0: a miss, no CAS */
+    fi
+#endif
+}
+
+/* Slot::try_take on a slot of a cache that runs sequences: is_plain() (a Relaxed load),
+ * then try_take_plain(false) or try_take_fenced (claim + take_whole).  A stale is_plain
+ * only makes the CAS fail (the word never returns to PLAIN; a claim needs FREE). */
+inline try_take(s, got) {
+#if PLAINS
+#ifndef PLAIN_TAKE_ACCEPTS_FREE
+    d_step { run_here(); got = (owner[s] == PLAIN) };
+#else
+    got = 1;                                    /* MUTANT: always the plain way */
+#endif
+    if
+    :: got -> plain_take(s, got, 0)
+    :: else -> fenced_take(s, got)
+    fi
+#else
+    fenced_take(s, got)                         /* never PLAIN: is_plain() is false */
+#endif
+}
+
 inline mine(s) { assert(confirmed[s] & BIT) }
 
-/* SlotGuard's Drop and SlotClaim's Drop: owner.store(FREE, Release) */
+/* SlotGuard's Drop and SlotClaim's Drop: owner.store(rel, Release): FREE, or PLAIN for
+ * a guard of try_take_plain(false) (SlotGuard::release) */
 inline release(s) {
     d_step {
         run_here(); assert(held[s] & BIT);
-        held[s] = held[s] & ~BIT; confirmed[s] = confirmed[s] & ~BIT; owner[s] = FREE;
-        printf("P%d releases slot %d: owner = FREE\n", _pid, s)
+        held[s] = held[s] & ~BIT; confirmed[s] = confirmed[s] & ~BIT; owner[s] = rel;
+        if
+        :: rel == PLAIN -> MONOTONE(s)
+        :: else -> activated[s] = 1
+        fi;
+        if
+        :: rel == PLAIN -> printf("P%d releases slot %d: owner = PLAIN\n", _pid, s)
+        :: else -> printf("P%d releases slot %d: owner = FREE\n", _pid, s)
+        fi;
+        rel = FREE
     }
 }
 
@@ -862,7 +1004,10 @@ inline own_take_all(s) {
 
 /* ---- the workers: Cache::alloc / free with sequences ---- */
 
-/* take_slot_in_sequence(want): the take sequence; Elsewhere: the fenced take of want */
+/* take_slot_in_sequence(want) (take_in_sequence): the take sequence; Elsewhere:
+ * Slot::try_take of want; Busy (owned, or PLAIN): Slot::try_take_plain(want == ANY) of
+ * sequence_slot(want) (current_cpu(), or want), which activates a PLAIN slot for alloc /
+ * free, never for alloc_on / free_on */
 inline take_slot() {
     take_seq();
     if
@@ -878,59 +1023,107 @@ inline take_slot() {
             fi
         };
 #endif
-        c = want; fenced_take(c, got); res = (got -> HIT : BUSY)
+        c = want; try_take(c, got); res = (got -> HIT : BUSY)
+#if PLAINS
+    :: res == BUSY ->                           /* take_in_sequence's Busy arm */
+#ifndef PLAIN_TAKE_ACCEPTS_FREE
+        d_step { run_here(); c = (want == ANY -> cpu[_pid] : want); plain_cas(c, got, want == ANY) };
+#else
+        c = (want == ANY -> cpu[_pid] : want); plain_take(c, got, want == ANY);
+#endif
+        res = (got -> HIT : BUSY)
+#endif
     :: else
     fi
 }
 
+#if PLAINS && W1WANT != ANY
+/* alloc_on / free_on(want) that saw is_plain(want): alloc_from / free_into(take_slot(want)):
+ * is_plain again (else take_slot_in_sequence), Slot::try_take, then take_other_slot
+ * (try_take_unfenced = try_take_plain(false) of the other slot) */
+inline take_slot_on() {
+    d_step { run_here(); c = want; got = (owner[want] == PLAIN) };
+    if
+    :: !got -> take_slot()
+    :: else ->
+        try_take(c, got);
+        if
+        :: !got && NCPU > 1 -> c = (want + 1) % NCPU; plain_take(c, got, 0)
+        :: else
+        fi;
+        res = (got -> HIT : BUSY)
+    fi
+}
+#endif
+
+/* alloc_from(slot): the owner path and the release, else alloc_busy */
+inline alloc_from() {
+    if
+    :: res == HIT ->
+        if :: own_refill(c) :: skip fi;
+        own_alloc(c);
+        release(c)
+    :: else ->
+        d_step {
+            run_here();
+            ck_i = 1;
+            do
+            :: ck_i > NITEMS -> break
+            :: insrc[ck_i] -> insrc[ck_i] = 0; hand[ck_i] = _pid;
+               printf("P%d alloc_busy: item %d from the outside\n", _pid, ck_i); break
+            :: else -> ck_i++
+            od;
+            check()
+        }
+    fi
+}
+
+/* free_into(slot, x): the owner path and the release, else free_busy */
+inline free_into() {
+    if
+    :: res == HIT -> own_free(c); release(c)
+    :: else ->
+        d_step {
+            run_here();
+            hand[x] = 0; insrc[x] = 1;
+            printf("P%d free_busy: item %d to the outside\n", _pid, x);
+            check()
+        }
+    fi
+}
+
+/* alloc_on / free_on's is_plain(want) (a Relaxed load): a plain slot is taken without
+ * sequences (take_slot_on) */
+#if PLAINS && W1WANT != ANY
+#define ON_PLAIN(body)  if :: d_step { want != ANY && owner[want] == PLAIN -> run_here() } -> body :: else ->
+#define ON_PLAIN_END    fi
+#else
+#define ON_PLAIN(body)
+#define ON_PLAIN_END
+#endif
+
 inline alloc_op() {
+    ON_PLAIN(take_slot_on(); alloc_from())
     alloc_seq();
     if
     :: res == HIT
-    :: else ->                                  /* alloc_after_sequence */
-        take_slot();
-        if
-        :: res == HIT ->                        /* alloc_from(Some(slot)) */
-            if :: own_refill(c) :: skip fi;
-            own_alloc(c);
-            release(c)
-        :: else ->                              /* alloc_busy */
-            d_step {
-                run_here();
-                ck_i = 1;
-                do
-                :: ck_i > NITEMS -> break
-                :: insrc[ck_i] -> insrc[ck_i] = 0; hand[ck_i] = _pid;
-                   printf("P%d alloc_busy: item %d from the outside\n", _pid, ck_i); break
-                :: else -> ck_i++
-                od;
-                check()
-            }
-        fi
+    :: else -> take_slot(); alloc_from()        /* alloc_after_sequence */
     fi
+    ON_PLAIN_END
 }
 
 inline free_op() {
+    ON_PLAIN(take_slot_on(); free_into())
     free_seq();
     if
     :: res == HIT
-    :: else ->                                  /* free_after_sequence */
-        take_slot();
-        if
-        :: res == HIT -> own_free(c); release(c)
-        :: else ->                              /* free_busy */
-            d_step {
-                run_here();
-                hand[x] = 0; insrc[x] = 1;
-                printf("P%d free_busy: item %d to the outside\n", _pid, x);
-                check()
-            }
-        fi
+    :: else -> take_slot(); free_into()         /* free_after_sequence */
     fi
+    ON_PLAIN_END
 }
 
 proctype worker() {
-    byte ops, c, l, r, res, x, got;
+    byte ops, c, l, r, res, x, got, rel;       /* rel: the guard's release value */
     byte want = (_pid == 1 -> W1WANT : ANY);   /* ANY: alloc / free; else alloc_on / free_on(want) */
     bool window;
     do
@@ -952,13 +1145,25 @@ proctype worker() {
 
 /* Cache::steal_from_slot(s) on a slot that runs sequences */
 inline steal(s) {
-    d_step {                                    /* Slot::looks_empty: racy loads */
+    d_step {                                    /* runs_sequences(), Slot::looks_empty: racy loads */
         if
-        :: owner[s] != FREE || (mlen[s] == 0 && plen[s] == 0) -> got = 0;
+        :: (owner[s] != FREE && owner[s] != PLAIN) || (mlen[s] == 0 && plen[s] == 0) -> got = 0;
            printf("P%d steal: slot %d looks empty (owner %d, lens %d, %d): skipped\n", _pid, s, owner[s], mlen[s], plen[s])
-        :: else -> got = 1
+        :: else -> got = (owner[s] == PLAIN -> 2 : 1)
         fi
     };
+#if PLAINS
+    if
+    :: got == 2 ->                              /* PLAIN: take_victim -> try_take_for_items */
+        try_take(s, got);
+        if
+        :: got -> own_take_all(s); release(s)   /* steal_from, the guard's Drop */
+        :: else
+        fi;
+        got = 0
+    :: else
+    fi;
+#endif
     if
     :: got -> claim(s, got)
     :: else
@@ -984,6 +1189,9 @@ inline steal(s) {
                 r = 0;
                 check()
             };
+#ifdef CLAIM_RELEASES_PLAIN
+            rel = PLAIN;                        /* MUTANT: a claim's release stores PLAIN */
+#endif
             release(s)
         :: else ->                              /* claim.take_whole(), then steal_from */
             fence(s);
@@ -1004,7 +1212,7 @@ inline steal(s) {
 }
 
 proctype remote() {
-    byte c, got, rounds, l, r;
+    byte c, got, rounds, l, r, rel;
     do
     :: rounds >= STEALS -> break
     :: else -> steal(RSLOT); rounds++
@@ -1017,7 +1225,7 @@ proctype remote() {
         do
         :: c >= FLUSH_SLOTS -> break
         :: else ->                              /* Cache::flush_cpu(c) */
-            fenced_take(c, got);
+            try_take(c, got);
             if
             :: got -> own_take_all(c); release(c)
             :: else
@@ -1035,6 +1243,18 @@ init {
         /* item 1 in slot 0's loaded magazine; item 2 in slot 0's previous (PREV), else
          * outside (one CPU) or in slot 1's loaded magazine (two); item 3 in worker 1's
          * hands */
+        ck_s = 0;
+        do
+        :: ck_s >= NCPU -> break
+        :: else ->
+#ifdef START_PLAIN
+            owner[ck_s] = PLAIN;                /* Slot::new with a fenced_cpu */
+#else
+            activated[ck_s] = 1;                /* every slot already activated */
+#endif
+            ck_s++
+        od;
+        ck_s = 0;
         items[0] = 1; mlen[0] = 1;
 #if PREV
         pitems[0] = 2; plen[0] = 1;
@@ -1068,7 +1288,9 @@ init {
         ck_s = 0;
         do
         :: ck_s >= NCPU -> break
-        :: else -> assert(owner[ck_s] == FREE && held[ck_s] == 0 && confirmed[ck_s] == 0 && prevuse[ck_s] == 0); ck_s++
+        :: else -> assert(held[ck_s] == 0 && confirmed[ck_s] == 0 && prevuse[ck_s] == 0);
+            assert(owner[ck_s] == FREE || owner[ck_s] == PLAIN);
+            END_WORD(ck_s); ck_s++
         od;
         check()
     }

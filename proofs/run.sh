@@ -139,12 +139,14 @@ run cache_magsz2_preload     pass     cache.pml     "-DMAGSZ=2 -DITEMS=3 -DPRELO
 run cache_spill_refused      pass     cache.pml     "-DSPILL -DITEMS=4 -DFLUSH=0 -DTRIM=0" "-O0"       "-m1000000"
 run cache_progress_1slot     pass     cache.pml     "-DPROGRESS -DFLUSH=0 -DTRIM=0"    "-O0"         "-m1000000"
 run cache_progress_2slots    pass     cache.pml     "-DPROGRESS -DSLOTS=2 -DFLUSH=0 -DTRIM=0" "-O0 -DCOLLAPSE" "-m1000000 -w26"
+run cache_2slots_pair        pass     cache.pml     "-DPRELOAD_PAIR -DSLOTS=2 -DFLUSH=0 -DTRIM=0" "-O0 -DCOLLAPSE" "-m1000000 -w26"
 run cache_busy_slot_waits    fail     cache.pml     "-DBUSY_SPINS -DPROGRESS -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 run cache_busy_slot_blocks   fail     cache.pml     "-DBUSY_WAITS -DPROGRESS -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 run cache_flush_flag_stays_set fail   cache.pml     "-DFLAG_STAYS_SET -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 run cache_steal_unowned      fail     cache.pml     "-DSTEAL_UNOWNED -DSLOTS=2 -DW2CPU=1 -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 run cache_flush_drains_in_place fail  cache.pml     "-DDRAIN_IN_PLACE -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 run cache_alloc_loose_forgets_rest fail cache.pml   "-DFORGETS_REST -DPRELOAD -DMAGSZ=2 -DITEMS=3 -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
+run cache_flush_drops_rest   fail     cache.pml     "-DFLUSH_DROPS_REST -DPRELOAD_PAIR -DSLOTS=2 -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 
 # rseq.pml (README section 5): 2 workers of 2 operations each, the remote thread (a steal
 # from slot 0, then flush_cpu(0)); item 2 starts in slot 0's previous magazine; the kernel
@@ -156,6 +158,11 @@ run rseq_1cpu_2flushes       pass     rseq.pml      "-DNCPU=1 -DFLUSHES=2"      
 run rseq_2cpus               pass     rseq.pml      "-DNCPU=2 -DFLUSHES=0"             "-DCOLLAPSE"  "-m100000 -w26"
 run rseq_2cpus_flush_both    pass     rseq.pml      "-DNCPU=2 -DSTEALS=0 -DFLUSH_SLOTS=2 -DMIGRATIONS=1" "-DCOLLAPSE" "-m100000 -w26"
 run rseq_2cpus_alloc_on      pass     rseq.pml      "-DNCPU=2 -DFLUSHES=0 -DW1WANT=0 -DW1CPU=1 -DW2CPU=0" "-DCOLLAPSE" "-m100000 -w26"
+# Lazy activation (-DSTART_PLAIN: every slot starts PLAIN; the rows above start FREE, i.e.
+# activated): plain takes by the thief and the flusher race the workers' activating takes.
+run rseq_plain_1cpu          pass     rseq.pml      "-DNCPU=1 -DSTART_PLAIN"           "-DCOLLAPSE"  "-m100000 -w26"
+run rseq_plain_2cpus         pass     rseq.pml      "-DNCPU=2 -DFLUSHES=0 -DMIGRATIONS=1 -DSTART_PLAIN" "-DCOLLAPSE" "-m100000 -w26"
+run rseq_plain_2cpus_alloc_on pass    rseq.pml      "-DNCPU=2 -DFLUSHES=0 -DMIGRATIONS=1 -DW1WANT=0 -DW1CPU=1 -DW2CPU=0 -DSTART_PLAIN" "-DCOLLAPSE" "-m100000 -w26"
 run rseq_commit_not_last     fail     rseq.pml      "-DNCPU=1 -DCOMMIT_NOT_LAST -DONLY_CONSERVATION"      "-DREACH" "-m1000 -i"
 run rseq_commit_before_read  fail     rseq.pml      "-DNCPU=1 -DCOMMIT_BEFORE_READ -DONLY_CONSERVATION"   "-DREACH" "-m1000 -i"
 run rseq_no_owner_check      fail     rseq.pml      "-DNCPU=1 -DNO_OWNER_CHECK -DONLY_CONSERVATION"       "-DREACH" "-m1000 -i"
@@ -166,6 +173,13 @@ run rseq_claim_no_cas        fail     rseq.pml      "-DNCPU=1 -DCLAIM_NO_CAS -DO
 run rseq_ack_outside_sequence fail    rseq.pml      "-DNCPU=2 -DOPS=1 -DW2CPU=0 -DMIGRATIONS=1 -DINTERRUPTS=0 -DACK_OUTSIDE_SEQUENCE -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
 run rseq_ack_from_elsewhere  fail     rseq.pml      "-DNCPU=2 -DSTEALS=0 -DMIGRATIONS=0 -DINTERRUPTS=0 -DW1WANT=0 -DW1CPU=1 -DW2CPU=0 -DACK_FROM_ELSEWHERE -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
 run rseq_ack_stores          fail     rseq.pml      "-DNCPU=1 -DFLUSHES=0 -DACK_STORES -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
+# Lazy activation's controls: each lets a sequence that read FREE (or PLAIN) commit into a
+# slot that a plain take, with no fence, owns whole: a plain CAS from FREE (the crate's
+# mutant plain_take_accepts_free), sequences that commit on PLAIN, and PLAIN stored by a
+# claim that owned previous alone.
+run rseq_plain_take_accepts_free fail rseq.pml      "-DNCPU=1 -DSTART_PLAIN -DPLAIN_TAKE_ACCEPTS_FREE -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
+run rseq_plain_seq_commits   fail     rseq.pml      "-DNCPU=1 -DSTART_PLAIN -DSEQ_COMMITS_ON_PLAIN -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
+run rseq_plain_claim_releases fail    rseq.pml      "-DNCPU=1 -DSTART_PLAIN -DINTERRUPTS=0 -DCLAIM_RELEASES_PLAIN -DONLY_CONSERVATION" "-DREACH" "-m1000 -i"
 
 report
 echo "proofs: $failures unexpected result(s), $((SECONDS - total_start)) s in all"

@@ -1095,14 +1095,14 @@ impl<S: Source> Cache<S> {
     }
 
     /// The flush of an exhausted allocation (see [the exhaustion
-    /// rule](crate::docs::design#the-exhaustion-rule)): every CPU slot that is free, then
-    /// the depot, is emptied until a magazine holding an item turns up. The caller keeps
-    /// that magazine, with the slot's other one if it held items too
-    /// ([`keep_found`](Self::keep_found)), and the flush ends there: the
-    /// magazines it emptied before were empty, so it never sends items to the source that
-    /// the caller would take back from it one at a time, and it cannot chase producers
-    /// that push into the depot as fast as it drains. `None`: nothing was cached anywhere
-    /// it could reach.
+    /// rule](crate::docs::design#the-exhaustion-rule)): the CPU slots that are free are
+    /// taken in turn, then one depot magazine popped, until a magazine holding an item
+    /// turns up. The caller keeps that magazine, with the slot's other one if it held items
+    /// too ([`keep_found`](Self::keep_found)), and the flush ends there: the slots it took
+    /// before held nothing, so it sends no items to the source that the caller would take
+    /// back from it one at a time (only what `keep_found` cannot keep and a `Fixed` depot
+    /// at its cap refuses goes there), and it cannot chase producers that push into the
+    /// depot as fast as it drains. `None`: nothing was cached anywhere it could reach.
     fn flush_until_found(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
         for (index, slot) in self.slots.iter().enumerate() {
             let near = self.depot.near(index);

@@ -102,9 +102,11 @@ pub struct Stats {
     /// ([`Options::restartable_sequences`](crate::Options::restartable_sequences)), where
     /// a thread takes another CPU's slot that way: flushes of an exhausted allocation,
     /// steals whose items are all in the loaded magazine, `flush_cpu`, `flush`, idle
-    /// reclaim, and `alloc_on`/`free_on` for a CPU the thread is not on. A steal that finds
-    /// the slot's `previous` magazine holding items takes it with no fence, and a thread
-    /// that wants a slot's items skips a slot that looks empty without one.
+    /// reclaim, and `alloc_on`/`free_on` for a CPU the thread is not on, once a thread on
+    /// that CPU has activated the slot with `alloc` or `free` (plain slots need no fence).
+    /// A steal that finds the slot's `previous` magazine holding items takes it with no
+    /// fence, and a thread that wants a slot's items skips a slot that looks empty without
+    /// one.
     pub fenced_takes: u64,
 }
 

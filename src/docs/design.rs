@@ -163,16 +163,20 @@
 //! `alloc_iova_fast(..., flush_rcache = true)` does, after trying what is cheaper:
 //!
 //! 1. when the source returns `None` (or returned `None` last time and has received no
-//!    item since: it is not asked again first), the allocation takes a depot magazine;
-//! 2. without one, it flushes, one such flush at a time: it empties every CPU slot it can
-//!    take (skipping slots other threads hold), then the depot, until it comes upon a
-//!    slot or magazine that holds an item. What it found is the allocation's: it takes an
-//!    item and keeps the rest, both magazines of the slot when both held items, in its
-//!    handle or slot, so that one take of a slot brings all it held. The magazines
-//!    emptied before were empty, so nothing was sent to the source. An allocation that
+//!    item since, as far as a racy flag tells: it is not asked first then, and is asked
+//!    at the end, step 3), the allocation takes a depot magazine;
+//! 2. without one, it flushes, one such flush at a time: it takes the CPU slots in turn
+//!    (skipping slots other threads hold) until it comes upon one that holds an item,
+//!    else pops one depot magazine. What it found is the allocation's: it takes an item
+//!    and keeps the rest, both magazines of the slot when both held items, as its
+//!    handle's or slot's magazines when both of those are empty (else they go to the
+//!    depot, and a `Fixed` depot at its cap sends them to the source), so that one take of
+//!    a slot brings all it held. The slots it took before held nothing, so it sends
+//!    nothing to the source that it would take back one item at a time. An allocation that
 //!    arrives during another's flush *steals* meanwhile: it takes the magazines of the
 //!    first other CPU slot that holds items, or a depot magazine, until that flush ends.
-//!    Only when nothing was found does it ask the source once more.
+//! 3. Only when nothing was found does it ask the source once more (which also covers a
+//!    flag that said "exhausted" after the source had received an item).
 //!
 //! The other CPUs' slots are looked at once per exhausted allocation, in the flush, not
 //! before it as well: each take of a slot pulls its cache line, and its owner's next
