@@ -905,11 +905,31 @@ impl<S: Source> Cache<S> {
         let first = if cpu < n { cpu } else { cpu % n };
         #[cfg(all(magazine_rseq, not(miri)))]
         if let Some(layout) = &self.sequences {
-            // A plain slot (see `Slot::owner`) takes the slot protocol's way.
-            if !self.slots[first].is_plain() {
-                return self.take_slot_in_sequence(layout, first);
-            }
+            return self.take_slot_with_sequences(layout, first);
         }
+        self.take_slot_by_cas(first)
+    }
+
+    /// [`take_slot`](Self::take_slot) in a cache that runs restartable sequences: a plain
+    /// slot (see `Slot::owner`) the slot protocol's way, an active one with a sequence.
+    /// Out of line, so that the slot protocol's `take_slot` stays small enough to inline.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    #[inline(never)]
+    fn take_slot_with_sequences(
+        &self,
+        layout: &crate::rseq::Layout,
+        first: usize,
+    ) -> Option<SlotGuard<'_, S::Item>> {
+        match self.slots[first].is_plain() {
+            true => self.take_slot_by_cas(first),
+            false => self.take_slot_in_sequence(layout, first),
+        }
+    }
+
+    /// Takes slot `first` with a compare-and-swap, or, when another thread holds it, the
+    /// next slot that needs no fence.
+    #[inline]
+    fn take_slot_by_cas(&self, first: usize) -> Option<SlotGuard<'_, S::Item>> {
         if cfg!(magazine_mutant = "busy_slot_waits") {
             // MUTANT: the busy path waits for the slot's owner instead of missing.
             return Some(self.slots[first].take());

@@ -194,13 +194,7 @@ impl<T> Slot<T> {
     pub(crate) fn try_take(&self) -> Option<SlotGuard<'_, T>> {
         #[cfg(all(magazine_rseq, not(miri)))]
         if self.fenced_cpu.is_some() {
-            // A plain slot needs no fence; an active one does (see `owner`). The word
-            // never returns to `PLAIN`, so a slot seen active stays so.
-            // MUTANT (plain_take_accepts_free): an active slot goes the plain way too.
-            return match self.is_plain() || cfg!(magazine_mutant = "plain_take_accepts_free") {
-                true => self.try_take_plain(false),
-                false => self.try_take_fenced(),
-            };
+            return self.try_take_with_sequences();
         }
         // A CAS rather than `swap(TAKEN)`: a busy miss then writes nothing. Same semantics
         // (Acquire on success; a miss needs no synchronisation), and loom 0.7 checks it
@@ -264,6 +258,20 @@ impl<T> Slot<T> {
         // SAFETY: our compare-and-swap took the slot from `PLAIN`: no sequence has read
         // `FREE` in this word since it was last `PLAIN`, so none can commit into the slot.
         Some(unsafe { SlotGuard::new_releasing(self, release) })
+    }
+
+    /// [`try_take`](Self::try_take) of a slot whose CPU may run sequences: a plain slot
+    /// needs no fence, an active one does (see `owner`). The word never returns to
+    /// `PLAIN`, so a slot seen active stays so. Out of line, so that the slot protocol's
+    /// `try_take` stays small.
+    #[cfg(all(magazine_rseq, not(miri)))]
+    #[inline(never)]
+    fn try_take_with_sequences(&self) -> Option<SlotGuard<'_, T>> {
+        // MUTANT (plain_take_accepts_free): an active slot goes the plain way too.
+        match self.is_plain() || cfg!(magazine_mutant = "plain_take_accepts_free") {
+            true => self.try_take_plain(false),
+            false => self.try_take_fenced(),
+        }
     }
 
     /// Takes the slot for its items: [`try_take`](Self::try_take), except that a slot
