@@ -255,8 +255,10 @@ impl<T> Slot<T> {
             true => FREE,
             false => PLAIN,
         };
-        // SAFETY: our compare-and-swap took the slot from `PLAIN`: no sequence has read
-        // `FREE` in this word since it was last `PLAIN`, so none can commit into the slot.
+        // SAFETY: our compare-and-swap took the slot from `PLAIN`, and the word holds `PLAIN`
+        // only while no sequence has ever read `FREE` in it (only takes from `PLAIN`, which
+        // own the whole slot, store `PLAIN`; a claim gives back `FREE`), so none can commit
+        // into the slot.
         Some(unsafe { SlotGuard::new_releasing(self, release) })
     }
 

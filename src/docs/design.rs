@@ -276,7 +276,7 @@
 //! consumer that outruns its producer finds the source exhausted on every poll and steals
 //! from the producer's CPU each time; the claims of `previous` and the acknowledgements
 //! keep most of those steals off the fence (`handoff/1->1` runs at 3.6-4.3x an
-//! `ArrayQueue` with sequences, 1.5x without). [`Stats::fenced_takes`] counts the fences.
+//! `ArrayQueue` with sequences, 1.3-1.6x without). [`Stats::fenced_takes`] counts the fences.
 //!
 //! The switch is on by default, and slots start *plain*: their owner word holds `PLAIN`,
 //! on which every sequence misses, and any thread takes a plain slot with an ordinary
@@ -284,8 +284,8 @@
 //! none is in flight). The first `alloc` or `free` on a CPU finds its slot plain, takes it
 //! so, and gives it back as `FREE`: it *activates* the slot, and from then on the
 //! protocol above applies. The `_on` calls never activate a slot, so a simulator that
-//! drives all the slots from one thread with `alloc_on`/`free_on` (the seed simulation,
-//! an IOVA domain's `_fast_on` calls) pays no fence, and a program that uses both pays
+//! drives all the slots from one thread with `alloc_on`/`free_on` (the seed simulation)
+//! pays no fence, and a program that uses both pays
 //! them only for the CPUs its threads ran `alloc`/`free` on. Only takes from `PLAIN` give
 //! a slot back as `PLAIN`, so an active slot never turns plain again
 //! (`Slot::try_take_plain`; the SPIN model `proofs/rseq.pml` checks the activation).

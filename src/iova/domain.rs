@@ -218,9 +218,10 @@ impl IovaDomain {
     /// [`with_config`](Self::with_config) with [`Options`] for every size class's cache
     /// (e.g. `current_cpu`, which also picks the slot of
     /// [`alloc_fast`](Self::alloc_fast) and [`free_fast`](Self::free_fast)).
-    /// [`Options::restartable_sequences`] is ignored: the fast paths take their slot whole
-    /// (an allocation looks for a range under `limit_pfn`), which no sequence does, so
-    /// the caches run the slot protocol.
+    /// [`Options::restartable_sequences`] is ignored: the fast paths take a slot whole (an
+    /// allocation looks for a range under `limit_pfn`) or through the `_on` calls, which
+    /// run no sequence on a slot that `alloc`/`free` never activated, so the caches run
+    /// the slot protocol.
     ///
     /// # Panics
     ///
@@ -247,8 +248,9 @@ impl IovaDomain {
         let dma_32bit_pfn = 1u64.checked_shl(32u32.saturating_sub(shift)).unwrap_or(1);
         let ranges = Arc::new(Ranges::new(RangeTree::new(start_pfn, dma_32bit_pfn)));
         let live = Some(LiveTable::new());
-        // The fast paths take a slot whole (`alloc_cached_where_on`, `free_on`): they would
-        // never run a restartable sequence, so the caches run the slot protocol alone.
+        // The fast paths call the `_on` functions, which never activate a slot for
+        // restartable sequences (`Slot::owner`): the sequences would only add their checks,
+        // so the caches run the slot protocol alone.
         let mut options = options;
         options.restartable_sequences = false;
         let rcaches: Box<[Cache<ClassSource>]> = (0..IOVA_RANGE_CACHE_MAX_SIZE as u8)
