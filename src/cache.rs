@@ -214,7 +214,6 @@ impl<S: Source> Cache<S> {
             true => sequences_available(config.cpus),
             false => None,
         };
-        let sequences = sequence_cpus.is_some();
         let slots: Box<[CachePadded<Slot<S::Item>>]> = (0..config.cpus)
             .map(|cpu| {
                 let fenced = (cpu < sequence_cpus.unwrap_or(0)).then_some(cpu);
@@ -222,7 +221,7 @@ impl<S: Source> Cache<S> {
             })
             .collect();
         #[cfg(all(magazine_rseq, not(miri)))]
-        let sequences = if sequences {
+        let sequences = if sequence_cpus.is_some() {
             crate::rseq::Layout::new(
                 slots[0].field_addresses(),
                 core::mem::size_of::<CachePadded<Slot<S::Item>>>(),

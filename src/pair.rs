@@ -96,6 +96,7 @@ impl<T> MagazinePair<T> {
     /// Both of our magazines are empty: take `magazine` (another owner's, e.g. the
     /// `previous` of a CPU slot we claimed) as `loaded` and give it our empty `loaded` in
     /// its place. Returns `false` (changing nothing) when `magazine` is empty.
+    #[cfg(all(magazine_rseq, not(miri)))]
     pub(crate) fn steal_magazine(&mut self, magazine: &mut Magazine<T>) -> bool {
         debug_assert!(self.is_empty());
         if magazine.is_empty() {
