@@ -44,7 +44,7 @@ fn fast_path(c: &mut Criterion) {
     }
 
     // The slot protocol (restartable sequences off).
-    let cache = common::slot_protocol_cache();
+    let cache = common::per_cpu_on(common::FreeList::fresh(), false);
     warm_per_cpu(&cache);
     group.bench_function("magazine Cache (per-CPU)", |b| {
         b.iter(|| {
@@ -63,7 +63,7 @@ fn fast_path(c: &mut Criterion) {
     });
     // Restartable sequences (`Options::restartable_sequences`, the default), where the
     // platform has them.
-    let cache = common::cache_with_sequences();
+    let cache = common::per_cpu_on(common::FreeList::fresh(), true);
     if cache.runs_restartable_sequences() {
         warm_per_cpu(&cache);
         group.bench_function("magazine Cache (per-CPU, rseq)", |b| {

@@ -142,7 +142,7 @@ fn handoff(c: &mut Criterion) {
         report_leftovers(&cache);
 
         // The slot protocol (restartable sequences off).
-        let cache = common::slot_protocol_on(FreeList::empty());
+        let cache = common::per_cpu_on(FreeList::empty(), false);
         group.bench_function(
             BenchmarkId::from_parameter("magazine Cache (per-CPU)"),
             |b| b.iter_custom(|iters| run_channel(&cache, threads, iters * BATCH)),
@@ -151,7 +151,7 @@ fn handoff(c: &mut Criterion) {
 
         // Restartable sequences (`Options::restartable_sequences`, the default), where
         // available.
-        let cache = common::cache_with_sequences_on(FreeList::empty());
+        let cache = common::per_cpu_on(FreeList::empty(), true);
         if cache.runs_restartable_sequences() {
             group.bench_function(
                 BenchmarkId::from_parameter("magazine Cache (per-CPU, rseq)"),

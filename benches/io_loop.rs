@@ -365,9 +365,9 @@ impl PerCpuFront {
 fn per_cpu_caches() -> Vec<(PerCpuFront, Cache<FreeList>)> {
     let mut caches = vec![(
         PerCpuFront::Slots,
-        common::slot_protocol_on(closed_source()),
+        common::per_cpu_on(closed_source(), false),
     )];
-    let sequences = common::cache_with_sequences_on(closed_source());
+    let sequences = common::per_cpu_on(closed_source(), true);
     if sequences.runs_restartable_sequences() {
         caches.push((PerCpuFront::Sequences, sequences));
     }

@@ -106,7 +106,7 @@ fn iova(c: &mut Criterion) {
     // The same pairs on a plain per-CPU `Cache` (no tree, no live table): what the fast
     // path would cost without its double-free check. The slot protocol, as the fast path's
     // `_on` calls run it.
-    let cache = common::slot_protocol_cache();
+    let cache = common::per_cpu_on(common::FreeList::fresh(), false);
     group.bench_function(
         BenchmarkId::new("reference: Cache alloc+free (per-CPU)", 1),
         |b| {

@@ -90,29 +90,12 @@ pub fn cache() -> Cache<FreeList> {
     Cache::new(FreeList::fresh())
 }
 
-/// [`cache`] with restartable sequences off: every operation takes its slot with a
-/// compare-and-swap (the portable slot protocol).
-pub fn slot_protocol_cache() -> Cache<FreeList> {
-    slot_protocol_on(FreeList::fresh())
-}
-
-/// A cache in front of `source` that runs the slot protocol, not restartable sequences.
-pub fn slot_protocol_on<S: Source>(source: S) -> Cache<S> {
+/// A per-CPU cache in front of `source`, default configuration, with restartable
+/// sequences on (where the platform has them; the default) or off (every operation takes
+/// its slot with a compare-and-swap: the portable slot protocol).
+pub fn per_cpu_on<S: Source>(source: S, sequences: bool) -> Cache<S> {
     let mut options = magazine::Options::default();
-    options.restartable_sequences = false;
-    Cache::with_options(source, Config::default(), options)
-}
-
-/// [`cache`] with restartable sequences on where the platform has them
-/// (`Options::restartable_sequences`, the default), said explicitly.
-pub fn cache_with_sequences() -> Cache<FreeList> {
-    cache_with_sequences_on(FreeList::fresh())
-}
-
-/// A cache in front of `source` with restartable sequences on where available.
-pub fn cache_with_sequences_on<S: Source>(source: S) -> Cache<S> {
-    let mut options = magazine::Options::default();
-    options.restartable_sequences = true;
+    options.restartable_sequences = sequences;
     Cache::with_options(source, Config::default(), options)
 }
 
