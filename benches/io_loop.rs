@@ -5,7 +5,14 @@
 //!   threads, which free it. Items completed per second: the per-CPU `Cache`, a
 //!   `LocalCache` per thread, and, as the baseline, the pool kept in an `ArrayQueue`
 //!   (submitters pop, completers push); the per-CPU `Cache` with restartable sequences
-//!   too, where the platform has them.
+//!   too, where the platform has them; and the ring alone (made-up items, no pool): the
+//!   ceiling of every row, since each item crosses the ring once and the pool once.
+//! - `io_loop_spsc/S+C`: the same loop through a device's queues: each submitter has its
+//!   own single-producer single-consumer ring, drained by its own completer, as NVMe queue
+//!   pairs and io_uring's rings are. An entry costs a few plain loads and stores, so the
+//!   pool's cost shows; the shared `ArrayQueue` ring of `io_loop` costs about one pool
+//!   operation per item itself.
+//! - `io_loop_batched/S+C`: the `ArrayQueue` ring with 16 I/Os per entry.
 //! - `pairs/8`: 8 threads (on a 2-core machine: oversubscribed) each doing alloc/free
 //!   pairs on the per-CPU path (with and without restartable sequences), `cpus` =
 //!   available parallelism; the baseline is an `ArrayQueue` pool.
@@ -18,10 +25,15 @@
 mod common;
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
+};
 use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
 use magazine::{Cache, Stats};
 
 use common::FreeList;
@@ -132,26 +144,147 @@ fn closed_source() -> FreeList {
     source
 }
 
-/// Moves `total` items from `submitters` to `completers` through a ring; each thread gets
-/// its front end from `pool`. Returns the timed duration.
-fn run_io<P: Pool>(
-    submitters: usize,
-    completers: usize,
-    total: u64,
-    pool: impl Fn() -> P + Sync,
-) -> std::time::Duration {
-    run_io_batched::<1, P>(submitters, completers, total, pool)
+/// The path from submitters to completers: entries of `B` items (the I/Os of one
+/// submission). Threads `0..submitters` submit, the others complete.
+trait Ring<const B: usize>: Sync {
+    /// One thread's end of the ring.
+    type End<'r>: RingEnd<B>
+    where
+        Self: 'r;
+
+    /// The end that thread `thread` of the loop uses.
+    fn end(&self, thread: usize, submitters: usize) -> Self::End<'_>;
 }
 
-/// [`run_io`] with `B` items per ring entry: a submitter allocates `B` items and submits
-/// them at once; a completer frees a whole entry (an interrupt completing a batch).
-fn run_io_batched<const B: usize, P: Pool>(
+/// Submits and completes entries; `Err` and `None` mean full and empty.
+trait RingEnd<const B: usize> {
+    fn submit(&mut self, entry: [u64; B]) -> Result<(), [u64; B]>;
+    fn complete(&mut self) -> Option<[u64; B]>;
+}
+
+/// One ring shared by every thread: a bounded multi-producer multi-consumer queue.
+impl<const B: usize> Ring<B> for ArrayQueue<[u64; B]> {
+    type End<'r> = &'r Self;
+
+    fn end(&self, _thread: usize, _submitters: usize) -> &Self {
+        self
+    }
+}
+
+impl<const B: usize> RingEnd<B> for &ArrayQueue<[u64; B]> {
+    fn submit(&mut self, entry: [u64; B]) -> Result<(), [u64; B]> {
+        self.push(entry)
+    }
+    fn complete(&mut self) -> Option<[u64; B]> {
+        self.pop()
+    }
+}
+
+/// A device's queues: each submitter has its own single-producer single-consumer ring,
+/// drained by one completer (its interrupt), as NVMe submission/completion queue pairs and
+/// io_uring's rings are. Each end keeps its own index and a copy of the other end's, and
+/// reads the other end's index only when its copy says full (or empty), so that an entry
+/// costs two plain stores and a load on the way, not a contended read-modify-write.
+struct DeviceQueues<const B: usize> {
+    queues: Vec<CachePadded<Spsc<B>>>,
+}
+
+/// One single-producer single-consumer ring.
+struct Spsc<const B: usize> {
+    entries: Box<[[AtomicU64; B]]>,
+    /// Entries submitted; written only by the submitter, with `Release` after the entry.
+    tail: CachePadded<AtomicUsize>,
+    /// Entries completed; written only by the completer, with `Release` after the read.
+    head: CachePadded<AtomicUsize>,
+}
+
+impl<const B: usize> DeviceQueues<B> {
+    /// A queue per submitter, and as many completers.
+    fn new(submitters: usize, completers: usize) -> Self {
+        assert_eq!(submitters, completers, "a completer per submitter's queue");
+        let ring = || Spsc {
+            entries: (0..DEPTH.div_ceil(B))
+                .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
+                .collect(),
+            tail: CachePadded::new(AtomicUsize::new(0)),
+            head: CachePadded::new(AtomicUsize::new(0)),
+        };
+        DeviceQueues {
+            queues: (0..submitters).map(|_| CachePadded::new(ring())).collect(),
+        }
+    }
+}
+
+/// One end of an [`Spsc`] ring: `own` is this end's index, `seen` its copy of the other's.
+struct SpscEnd<'r, const B: usize> {
+    ring: &'r Spsc<B>,
+    own: usize,
+    seen: usize,
+}
+
+impl<const B: usize> Ring<B> for DeviceQueues<B> {
+    type End<'r> = SpscEnd<'r, B>;
+
+    fn end(&self, thread: usize, submitters: usize) -> SpscEnd<'_, B> {
+        assert_eq!(submitters, self.queues.len(), "a queue per submitter");
+        let ring = &self.queues[thread % submitters];
+        let (own, seen) = if thread < submitters {
+            (&ring.tail, &ring.head)
+        } else {
+            (&ring.head, &ring.tail)
+        };
+        SpscEnd {
+            ring,
+            own: own.load(Ordering::Relaxed),
+            seen: seen.load(Ordering::Acquire),
+        }
+    }
+}
+
+impl<const B: usize> RingEnd<B> for SpscEnd<'_, B> {
+    fn submit(&mut self, entry: [u64; B]) -> Result<(), [u64; B]> {
+        let capacity = self.ring.entries.len();
+        if self.own - self.seen == capacity {
+            self.seen = self.ring.head.load(Ordering::Acquire);
+            if self.own - self.seen == capacity {
+                return Err(entry);
+            }
+        }
+        let slots = &self.ring.entries[self.own % capacity];
+        for (slot, item) in slots.iter().zip(entry) {
+            slot.store(item, Ordering::Relaxed);
+        }
+        self.own += 1;
+        self.ring.tail.store(self.own, Ordering::Release);
+        Ok(())
+    }
+
+    fn complete(&mut self) -> Option<[u64; B]> {
+        if self.own == self.seen {
+            self.seen = self.ring.tail.load(Ordering::Acquire);
+            if self.own == self.seen {
+                return None;
+            }
+        }
+        let slots = &self.ring.entries[self.own % self.ring.entries.len()];
+        let entry = std::array::from_fn(|i| slots[i].load(Ordering::Relaxed));
+        self.own += 1;
+        self.ring.head.store(self.own, Ordering::Release);
+        Some(entry)
+    }
+}
+
+/// Moves `total` items from `submitters` to `completers` through `ring`, `B` items per
+/// entry: a submitter allocates `B` items and submits them at once; a completer frees a
+/// whole entry (an interrupt completing a batch). Each thread gets its front end of the
+/// pool from `pool`. Returns the timed duration.
+fn run_io<const B: usize, R: Ring<B>, P: Pool>(
+    ring: &R,
     submitters: usize,
     completers: usize,
     total: u64,
     pool: impl Fn() -> P + Sync,
 ) -> std::time::Duration {
-    let ring = ArrayQueue::<[u64; B]>::new(DEPTH.div_ceil(B));
     let threads = submitters + completers;
     let entries = total / B as u64;
     let share_of = |index: usize, of: usize| {
@@ -159,6 +292,7 @@ fn run_io_batched<const B: usize, P: Pool>(
     };
     common::run_timed(threads, |i, barrier| {
         let mut front = pool();
+        let mut end = ring.end(i, submitters);
         if i < submitters {
             let share = share_of(i, submitters);
             common::timed(barrier, || {
@@ -172,7 +306,7 @@ fn run_io_batched<const B: usize, P: Pool>(
                             }
                         };
                     }
-                    while let Err(back) = ring.push(black_box(entry)) {
+                    while let Err(back) = end.submit(black_box(entry)) {
                         entry = back;
                         thread::yield_now();
                     }
@@ -183,7 +317,7 @@ fn run_io_batched<const B: usize, P: Pool>(
             common::timed(barrier, || {
                 let mut done = 0;
                 while done < share {
-                    match ring.pop() {
+                    match end.complete() {
                         Some(entry) => {
                             entry.into_iter().for_each(|item| front.put(item));
                             done += 1;
@@ -196,102 +330,119 @@ fn run_io_batched<const B: usize, P: Pool>(
     })
 }
 
+/// One I/O-loop group: every pool behind the rings that `ring(submitters, completers)`
+/// makes (a new one per sample, so that no sample starts with another's entries in
+/// flight), `B` items per entry; with `shares`, the source's share of the operations of
+/// each cache afterwards.
+fn io_loop_group<const B: usize, R: Ring<B>>(
+    c: &mut Criterion,
+    name: &str,
+    ring: impl Fn(usize, usize) -> R,
+    shares: bool,
+) {
+    for threads in [(1, 1), (2, 2)] {
+        let (submitters, completers) = threads;
+        let group_name = format!("{name}/{submitters}+{completers}");
+        let mut group = c.benchmark_group(&group_name);
+        group.throughput(Throughput::Elements(BATCH));
+        let ring = &ring;
+        for (front, cache) in per_cpu_caches() {
+            bench_pool(&mut group, front.bench_id(), ring, threads, || {
+                PerCpu(&cache)
+            });
+        }
+        let cache = Cache::new(closed_source());
+        let handles = Handles::new(&cache, submitters + completers);
+        bench_pool(&mut group, "magazine LocalCache", ring, threads, || {
+            handles.lend()
+        });
+        drop(handles);
+        let queue = ArrayQueue::new(POOL as usize);
+        (0..POOL).for_each(|item| queue.push(item).unwrap());
+        bench_pool(&mut group, "crossbeam ArrayQueue", ring, threads, || &queue);
+        // The ceiling of every contender: the ring alone, moving made-up items.
+        bench_pool(
+            &mut group,
+            "reference: the ring alone",
+            ring,
+            threads,
+            || Endless(0),
+        );
+        group.finish();
+
+        if !shares {
+            continue;
+        }
+        for (front, cache) in per_cpu_caches() {
+            slow_path_share(
+                &format!("{group_name} {}", front.label()),
+                cache,
+                |cache, total| {
+                    run_on_new_ring(ring, threads, total, || PerCpu(cache));
+                },
+            );
+        }
+        slow_path_share(
+            &format!("{group_name} LocalCache"),
+            Cache::new(closed_source()),
+            |cache, total| {
+                let handles = Handles::new(cache, submitters + completers);
+                run_on_new_ring(ring, threads, total, || handles.lend());
+            },
+        );
+    }
+}
+
+/// [`run_io`] on a new ring from `ring`.
+fn run_on_new_ring<const B: usize, R: Ring<B>, P: Pool>(
+    ring: &impl Fn(usize, usize) -> R,
+    (submitters, completers): (usize, usize),
+    total: u64,
+    pool: impl Fn() -> P + Sync,
+) -> std::time::Duration {
+    run_io(
+        &ring(submitters, completers),
+        submitters,
+        completers,
+        total,
+        pool,
+    )
+}
+
+/// One row of an I/O-loop group: `pool` behind a new ring per sample.
+fn bench_pool<const B: usize, R: Ring<B>, P: Pool>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    id: &str,
+    ring: &impl Fn(usize, usize) -> R,
+    threads: (usize, usize),
+    pool: impl Fn() -> P + Sync,
+) {
+    group.bench_function(BenchmarkId::from_parameter(id), |b| {
+        b.iter_custom(|iters| run_on_new_ring(ring, threads, iters * BATCH, &pool))
+    });
+}
+
+fn io_loop(c: &mut Criterion) {
+    io_loop_group::<1, _>(c, "io_loop", |_, _| ArrayQueue::new(DEPTH), true);
+}
+
 /// I/Os per ring entry in `io_loop_batched`.
 const RING_BATCH: usize = 16;
 
 /// The same loop with completions in batches of [`RING_BATCH`], so that the ring costs
 /// 1/16 as much per item and the pool, not the ring, sets the pace.
 fn io_loop_batched(c: &mut Criterion) {
-    for (submitters, completers) in [(1, 1), (2, 2)] {
-        let mut group = c.benchmark_group(format!("io_loop_batched/{submitters}+{completers}"));
-        group.throughput(Throughput::Elements(BATCH));
-        for (front, cache) in per_cpu_caches() {
-            group.bench_function(BenchmarkId::from_parameter(front.bench_id()), |b| {
-                b.iter_custom(|iters| {
-                    run_io_batched::<RING_BATCH, _>(submitters, completers, iters * BATCH, || {
-                        PerCpu(&cache)
-                    })
-                })
-            });
-        }
-        let cache = Cache::new(closed_source());
-        let handles = Handles::new(&cache, submitters + completers);
-        group.bench_function(BenchmarkId::from_parameter("magazine LocalCache"), |b| {
-            b.iter_custom(|iters| {
-                run_io_batched::<RING_BATCH, _>(submitters, completers, iters * BATCH, || {
-                    handles.lend()
-                })
-            })
-        });
-        let queue = ArrayQueue::new(POOL as usize);
-        (0..POOL).for_each(|item| queue.push(item).unwrap());
-        group.bench_function(BenchmarkId::from_parameter("crossbeam ArrayQueue"), |b| {
-            b.iter_custom(|iters| {
-                run_io_batched::<RING_BATCH, _>(submitters, completers, iters * BATCH, || &queue)
-            })
-        });
-        group.bench_function(
-            BenchmarkId::from_parameter("reference: the ring alone"),
-            |b| {
-                b.iter_custom(|iters| {
-                    run_io_batched::<RING_BATCH, _>(submitters, completers, iters * BATCH, || {
-                        Endless(0)
-                    })
-                })
-            },
-        );
-        group.finish();
-    }
+    io_loop_group::<RING_BATCH, _>(
+        c,
+        "io_loop_batched",
+        |_, _| ArrayQueue::new(DEPTH.div_ceil(RING_BATCH)),
+        false,
+    );
 }
 
-fn io_loop(c: &mut Criterion) {
-    for (submitters, completers) in [(1, 1), (2, 2)] {
-        let mut group = c.benchmark_group(format!("io_loop/{submitters}+{completers}"));
-        group.throughput(Throughput::Elements(BATCH));
-
-        for (front, cache) in per_cpu_caches() {
-            group.bench_function(BenchmarkId::from_parameter(front.bench_id()), |b| {
-                b.iter_custom(|iters| {
-                    run_io(submitters, completers, iters * BATCH, || PerCpu(&cache))
-                })
-            });
-        }
-        let cache = Cache::new(closed_source());
-        let handles = Handles::new(&cache, submitters + completers);
-        group.bench_function(BenchmarkId::from_parameter("magazine LocalCache"), |b| {
-            b.iter_custom(|iters| run_io(submitters, completers, iters * BATCH, || handles.lend()))
-        });
-        drop(handles);
-        let queue = ArrayQueue::new(POOL as usize);
-        (0..POOL).for_each(|item| queue.push(item).unwrap());
-        group.bench_function(BenchmarkId::from_parameter("crossbeam ArrayQueue"), |b| {
-            b.iter_custom(|iters| run_io(submitters, completers, iters * BATCH, || &queue))
-        });
-        // The ceiling of every contender: the ring alone, moving made-up items.
-        group.bench_function(
-            BenchmarkId::from_parameter("reference: the ring alone"),
-            |b| b.iter_custom(|iters| run_io(submitters, completers, iters * BATCH, || Endless(0))),
-        );
-        group.finish();
-
-        for (front, cache) in per_cpu_caches() {
-            slow_path_share(
-                &format!("io_loop/{submitters}+{completers} {}", front.label()),
-                cache,
-                |cache, total| {
-                    run_io(submitters, completers, total, || PerCpu(cache));
-                },
-            );
-        }
-        slow_path_share(
-            &format!("io_loop/{submitters}+{completers} LocalCache"),
-            Cache::new(closed_source()),
-            |cache, total| {
-                let handles = Handles::new(cache, submitters + completers);
-                run_io(submitters, completers, total, || handles.lend());
-            },
-        );
-    }
+/// The same loop through a device's queues ([`DeviceQueues`]), one I/O per entry.
+fn io_loop_spsc(c: &mut Criterion) {
+    io_loop_group::<1, _>(c, "io_loop_spsc", DeviceQueues::new, true);
 }
 
 /// Threads doing alloc/free pairs: 8 on the per-CPU path.
@@ -403,6 +554,6 @@ fn report(name: &str, before: &Stats, after: &Stats, total: u64) {
 criterion_group! {
     name = benches;
     config = common::criterion(500, 2000, 20);
-    targets = io_loop, io_loop_batched, pairs
+    targets = io_loop, io_loop_spsc, io_loop_batched, pairs
 }
 criterion_main!(benches);
