@@ -44,7 +44,7 @@
 //! thread running there, or the commit never happens. Every abort handler here jumps back
 //! to the store of `rseq_cs` and starts over.
 //!
-//! The sequences ([`alloc`], [`free`], [`take`]) run on the slot of the CPU they run on.
+//! The sequences ([`alloc`](fn@alloc), [`free`], [`take`]) run on the slot of the CPU they run on.
 //! They may clobber only the registers the `asm!` blocks name; they use no stack, and
 //! leave the direction flag clear (`rep movsb` copies forwards). An item of one word
 //! travels in a register; items of other sizes are copied with `rep movsb` inside the
@@ -304,7 +304,7 @@ macro_rules! either_cpu {
     };
 }
 
-/// The start of every hit sequence: [`enter_cpu!`], then a jump to 26 (busy) when the
+/// The start of every hit sequence: `enter_cpu!` (below), then a jump to 26 (busy) when the
 /// slot's owner word is not `FREE`.
 macro_rules! enter_slot {
     ($check:ident) => {
@@ -752,7 +752,7 @@ pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
 ///
 /// # Safety
 ///
-/// As [`alloc`].
+/// As [`alloc`](fn@alloc).
 #[inline(always)]
 pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<(), (T, Miss)> {
     debug_assert_eq!(layout.item_size, size_of::<T>());
@@ -865,7 +865,7 @@ macro_rules! take_sequence {
 ///
 /// # Safety
 ///
-/// As [`alloc`].
+/// As [`alloc`](fn@alloc).
 #[inline]
 pub(crate) unsafe fn take(layout: &Layout, want: usize) -> Result<usize, Miss> {
     let (code, index): (usize, usize);

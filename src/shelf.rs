@@ -91,8 +91,9 @@ impl<T> Shelf<T> {
         self.used.swap(false, Ordering::Relaxed)
     }
 
-    /// Whether the shelf was used since the last [`used_since_last_check`]
-    /// (Self::used_since_last_check), without starting a new interval.
+    /// Whether the shelf was used since the last
+    /// [`used_since_last_check`](Self::used_since_last_check), without starting a new
+    /// interval.
     pub(crate) fn used_lately(&self) -> bool {
         self.used.load(Ordering::Relaxed)
     }

@@ -63,6 +63,10 @@ const SPREAD_LINES: usize = if LEAF_PFNS >= 64 * 64 { 64 } else { 1 };
 /// out neighbouring ranges to different CPUs: with one line per 64 neighbours, two
 /// threads' allocations would bounce that line between their cores on every operation.
 #[inline]
+#[allow(
+    clippy::modulo_one,
+    reason = "SPREAD_LINES is 1 in the small leaves of the model builds"
+)]
 fn byte_of(pfn: u64) -> usize {
     let offset = (pfn as usize) & (LEAF_PFNS - 1);
     let per_line = LEAF_PFNS / SPREAD_LINES;

@@ -1,0 +1,99 @@
+//! Returning items to the source: from magazines that are out of every slot and stack,
+//! with a guard ([`Rescue`]) that puts a magazine into the depot if the source panics,
+//! so that nothing is lost ([invariant 1](crate::docs::design#invariant-1-conservation)).
+
+use crate::depot::Depot;
+use crate::magazine::Magazine;
+use crate::pair::MagazinePair;
+use crate::source::Source;
+use crate::sync::Ordering;
+
+use super::Cache;
+
+impl<S: Source> Cache<S> {
+    /// Returns a magazine's items to the source and keeps the emptied magazine for reuse.
+    pub(crate) fn release_to_source(&self, magazine: Magazine<S::Item>) {
+        let empty = self.release(magazine);
+        self.depot.push_empty(empty);
+    }
+
+    /// [`release_to_source`](Self::release_to_source) for magazines that are all out of
+    /// every slot and stack: if the source panics on one, the others (and what it did not
+    /// take) go to the depot.
+    pub(crate) fn release_each<const N: usize>(&self, magazines: [Option<Magazine<S::Item>>; N]) {
+        let mut pending = magazines.map(|magazine| Rescue::new(&self.depot, magazine));
+        for rescue in &mut pending {
+            if let Some(magazine) = rescue.take() {
+                self.release_to_source(magazine);
+            }
+        }
+    }
+
+    /// Returns a magazine's items to the source; returns the magazine, now empty.
+    ///
+    /// If the source panics, the items it has not taken stay in the magazine and the
+    /// magazine goes into the depot (past a `Fixed` cap if need be): nothing is lost.
+    fn release(&self, magazine: Magazine<S::Item>) -> Magazine<S::Item> {
+        let mut rescue = Rescue::new(&self.depot, Some(magazine));
+        let magazine = rescue.magazine.as_mut().expect("set above");
+        self.free_to_source(magazine);
+        rescue.take().expect("set above")
+    }
+
+    /// Hands every item of `magazine` to the source (see [`Source::free_batch`] for a
+    /// source that stops early).
+    fn free_to_source(&self, magazine: &mut Magazine<S::Item>) {
+        while !magazine.is_empty() {
+            let before = magazine.len();
+            self.source.free_batch(&mut magazine.drain());
+            let taken = before - magazine.len();
+            self.counters.source_frees.add(taken);
+            if taken == 0 {
+                magazine.drain().for_each(drop);
+            }
+        }
+        if self.source_dry.load(Ordering::Relaxed) {
+            self.source_dry.store(false, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn drain_magazines(&self, magazines: &mut MagazinePair<S::Item>) {
+        self.free_to_source(&mut magazines.loaded);
+        self.free_to_source(&mut magazines.previous);
+    }
+
+    /// Returns every non-empty depot magazine to the source and frees the empty ones.
+    pub(super) fn drain_depot(&self) {
+        let popped = self.depot.drain(|magazine| drop(self.release(magazine)));
+        self.counters.depot_pops.add(popped);
+    }
+}
+
+/// Holds a magazine that is out of every slot and stack while the source runs; if the
+/// source panics, the guard puts the magazine (with the items the source did not take)
+/// into the depot, past a `Fixed` cap if need be.
+pub(crate) struct Rescue<'a, T> {
+    depot: &'a Depot<T>,
+    magazine: Option<Magazine<T>>,
+}
+
+impl<'a, T> Rescue<'a, T> {
+    pub(crate) fn new(depot: &'a Depot<T>, magazine: Option<Magazine<T>>) -> Self {
+        Self { depot, magazine }
+    }
+
+    /// Takes the magazine back: the danger is over.
+    pub(crate) fn take(&mut self) -> Option<Magazine<T>> {
+        self.magazine.take()
+    }
+}
+
+impl<T> Drop for Rescue<'_, T> {
+    fn drop(&mut self) {
+        if let Some(magazine) = self.magazine.take() {
+            if !magazine.is_empty() {
+                self.depot.push_full_unbounded(magazine);
+            }
+        }
+    }
+}
