@@ -541,10 +541,11 @@ fn slow_path_share(name: &str, cache: Cache<FreeList>, run: impl Fn(&Cache<FreeL
 
 fn report(name: &str, before: &Stats, after: &Stats, total: u64) {
     let ops = 2 * total;
-    let source =
-        (after.source_allocs - before.source_allocs) + (after.source_frees - before.source_frees);
+    let allocs = after.source_allocs - before.source_allocs;
+    let frees = after.source_frees - before.source_frees;
+    let source = allocs + frees;
     eprintln!(
-        "    {name}: {source} source operations in {ops} ({:.4}%); busy misses {}, steals/exhaustions {}",
+        "    {name}: {source} source operations in {ops} ({:.4}%: {allocs} allocations, {frees} items freed); busy misses {}, steals/exhaustions {}",
         100.0 * source as f64 / ops as f64,
         after.busy_misses - before.busy_misses,
         after.exhaustion_flushes - before.exhaustion_flushes,
