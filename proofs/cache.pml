@@ -1,5 +1,6 @@
 /*
- * cache.pml -- the shared (per-CPU slot) protocol of src/cache.rs, src/slot.rs, src/pair.rs
+ * cache.pml -- the shared (per-CPU slot) protocol of src/cache.rs (with its slow path,
+ * src/cache/exhaustion.rs, and src/cache/release.rs), src/slot.rs, src/pair.rs
  * and the loose paths of src/depot.rs: Cache::alloc_on / free_on (take_slot,
  * take_other_slot, the pair's alloc/free, alloc_miss with refill, free_miss with spill,
  * alloc_busy / free_busy with Depot::alloc_loose / free_loose), alloc_slow (source_dry,

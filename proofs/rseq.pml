@@ -6,7 +6,8 @@
  * (Slot::try_claim: CAS FREE -> token; SlotClaim::previous; SlotClaim::take_whole = the
  * acknowledgement if a bounded wait sees it, else rseq::fence_cpu =
  * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, FLAG_CPU, cpu); Slot::try_take_fenced
- * = claim + fence, with no load of the owner word after it), as src/cache.rs uses them
+ * = claim + fence, with no load of the owner word after it), as src/cache.rs (and
+ * src/cache/exhaustion.rs) use them
  * (alloc_in_sequence / free_in_sequence, on a miss take_slot_in_sequence and the slot's
  * owner path, SlotGuard's Drop; Cache::steal / steal_from_slot as the remote thief,
  * Cache::flush_cpu as the remote flusher), with lazy activation (PLAIN, below).  The

@@ -282,11 +282,11 @@ impl<S: Source> Cache<S> {
     }
 
     /// Allocates an item: from the current CPU's magazines, else a full magazine from the
-    /// depot, else the source. When the source is exhausted, the allocation takes a
-    /// magazine from another CPU's slot; only when nothing is cached anywhere it can reach
-    /// does it flush the slots and the depot and ask the source once more (Linux's
-    /// `alloc_iova_fast(..., flush_rcache = true)`; the flush ends at the first magazine
-    /// with an item, which the allocation keeps: see [the exhaustion
+    /// depot, else the source. When the source is exhausted, the allocation takes a depot
+    /// magazine; without one it flushes (Linux's `alloc_iova_fast(..., flush_rcache =
+    /// true)`), one flush at a time: it takes the other CPU slots in turn until one holds
+    /// items, and keeps those (counted in [`Stats::steals`]), else one depot magazine; only
+    /// when it found nothing does it ask the source once more (see [the exhaustion
     /// rule](crate::docs::design#the-exhaustion-rule)). `None` means the source is empty
     /// and nothing reachable is cached.
     ///
@@ -324,8 +324,8 @@ impl<S: Source> Cache<S> {
     /// let a = cache.alloc_on(0).unwrap();
     /// let b = cache.alloc_on(0).unwrap();
     /// cache.free_on(1, a); // cached on slot 1
-    /// // The source is empty: alloc takes what is cached elsewhere (here it steals slot 1's
-    /// // magazines); a flush that keeps what it finds is the last resort.
+    /// // The source is empty and so is the depot: alloc flushes, and the flush keeps the
+    /// // first magazine it finds (slot 1's), so nothing goes back to the source.
     /// assert_eq!(cache.alloc_on(0), Some(a));
     /// let stats = cache.stats();
     /// assert_eq!(stats.exhaustion_flushes, 1, "one allocation found the source exhausted");
@@ -605,8 +605,8 @@ impl<S: Source> Cache<S> {
     ///   `target`; with [`Options::reclaim_idle_slots`] (on by default here) the magazines
     ///   of CPU slots that nobody used during the interval count as such too. Shorter
     ///   intervals release magazines that are needed again moments later (in the seed
-    ///   scenario, 100 ms cost 16x the slow-path allocations of a depot never trimmed;
-    ///   2 s, 1.1x).
+    ///   scenario's lazy-submit mode, 100 ms cost 12.9x the slow-path allocations of a
+    ///   depot never trimmed; 2 s, 1.0x: see [`docs::trimming`](crate::docs::trimming)).
     /// - `Dynamic { trim: OnePerTick }`: every **100 ms**, Linux's period. The interval is
     ///   the release rate: one magazine per call while the depot holds more than `target`.
     /// - `Fixed`: releases no full magazine; every 2 s frees idle empty ones.

@@ -80,13 +80,16 @@
 //!    keeps a stale pointer from winning a compare-and-swap (no ABA, within the tag's
 //!    wrap bound: see the design docs).
 //! 3. [**Progress.**](docs::design#invariant-3-progress) `alloc` and `free` never wait for
-//!    another thread: a CPU slot is taken with one compare-and-swap, and a slot held by
-//!    another thread is a miss (the next free slot serves, else the source). The depot is
-//!    lock-free. (Limits: [`Cache::flush_cpu`], [`Cache::flush`] and [`Cache::cached`] wait
-//!    for a slot's owner to finish its bounded step, so they must not be called from
-//!    [inside a callback](docs::obligations#callbacks-must-not-re-enter-the-cache); an
-//!    allocation that finds the source exhausted while another thread flushes keeps
-//!    looking for a cached item until that flush ends.)
+//!    another thread: a hit either runs as a restartable sequence that the kernel aborts if
+//!    the thread is preempted (the default where the platform has them) or takes the CPU
+//!    slot with one compare-and-swap, and a slot held by another thread is a miss (served
+//!    by another slot or the depot, never by waiting). The depot is lock-free. (Limits: [`Cache::flush_cpu`],
+//!    [`Cache::flush`] and [`Cache::cached`] wait for a slot's owner to finish its bounded
+//!    step, so they must not be called from
+//!    [inside a callback](docs::obligations#callbacks-must-not-re-enter-the-cache); with
+//!    restartable sequences, a take of another CPU's slot waits up to 2 us for that CPU to
+//!    acknowledge it, then fences it; an allocation that finds the source exhausted while
+//!    another thread flushes keeps looking for a cached item until that flush ends.)
 //! 4. [**Bounded memory.**](docs::design#invariant-4-bounded-memory) With
 //!    [`DepotPolicy::Dynamic`], once the load stops, repeated [`Cache::trim`] brings the
 //!    depot down to `target` full magazines; with [`Trim::WorkingSet`] a single trim
@@ -102,19 +105,23 @@
 //!
 //! # Choosing a front end
 //!
-//! - [`Cache::alloc`] / [`Cache::free`]: per-CPU, for any thread, no setup. One
-//!   compare-and-swap per operation to take the CPU's slot (about 7 ns uncontended on a typical
-//!   x86 VM), plus the CPU lookup ([`cpu::current`]: one load from the thread's rseq area on
-//!   x86_64 glibc, `sched_getcpu()` elsewhere).
+//! - [`Cache::alloc`] / [`Cache::free`]: per-CPU, for any thread, no setup. On Linux
+//!   x86_64 (glibc 2.35+, kernel 5.10+) a hit is a restartable sequence with no locked
+//!   instruction ([`Options::restartable_sequences`], on by default; about 2.4 ns a pair
+//!   on the benchmark machine). Elsewhere, one compare-and-swap per operation takes the
+//!   CPU's slot (about 6 ns uncontended there), plus the CPU lookup ([`cpu::current`]: one
+//!   load from the thread's rseq area on x86_64 glibc, `sched_getcpu()` elsewhere).
 //! - [`Cache::local`]: a [`LocalCache`] per long-lived thread; a hit is a plain array
 //!   operation (no atomic), within a few tenths of a nanosecond of a `Vec` push/pop.
 //! - [`Cache::alloc_on`] / [`Cache::free_on`]: a named slot, for pinned threads and
 //!   simulators.
 //!
-//! A slot is held for a few instructions, but a thread preempted while holding one makes
-//! that slot a miss for everyone else until it runs again (the next free slot serves, and
-//! [`Stats::busy_misses`] counts it). The kernel avoids this by disabling preemption; a
-//! user-space cache cannot, so with more runnable threads than CPUs prefer `LocalCache`.
+//! Without restartable sequences a slot is held for a few instructions, but a thread
+//! preempted while holding one makes that slot a miss for everyone else until it runs
+//! again (the next free slot serves, else the depot, and [`Stats::busy_misses`] counts it).
+//! The kernel avoids this by disabling preemption; a user-space cache cannot, so with more
+//! runnable threads than CPUs prefer `LocalCache` there. With them, a preempted hit holds
+//! up nobody (the kernel aborts it); only a miss holds the slot, for its magazine exchange.
 //!
 //! # Choosing a depot policy
 //!
@@ -127,8 +134,8 @@
 //! Call [`Cache::trim`] periodically: every 2 s for `WorkingSet` (the interval is the
 //! working-set window; shorter ones release magazines that are needed again moments
 //! later), every 100 ms for `OnePerTick` (Linux's rate). Or start a thread that does it
-//! with `Cache::start_default_reaper` (feature `std`). The measurements behind the advice
-//! are in [`docs::trimming`].
+//! with `Cache::start_default_reaper` on an `Arc<Cache>` (feature `std`). The measurements
+//! behind the advice are in [`docs::trimming`].
 //!
 //! # Unwinding
 //!

@@ -24,8 +24,11 @@ use crate::source::Source;
 /// foreign free is not detected and leads to an item handed out twice or given to the
 /// source (see [`docs::obligations`](crate::docs::obligations)).
 ///
-/// Upholds [invariant 1](crate::docs::design#invariant-1-conservation) (its magazines are owned, never shared) and 3 (no path
-/// waits for another thread).
+/// Upholds [invariant 1](crate::docs::design#invariant-1-conservation) (its magazines are
+/// owned, never shared) and [3](crate::docs::design#invariant-3-progress) (no path waits
+/// for another thread, except an allocation that finds the source exhausted while
+/// another thread flushes the cache: see [the exhaustion
+/// rule](crate::docs::design#the-exhaustion-rule)).
 ///
 /// ```
 /// use magazine::{Cache, Source};
@@ -107,8 +110,9 @@ impl<'a, S: Source> LocalCache<'a, S> {
 
     /// Allocates an item: from this handle's magazines, else a full magazine from the
     /// depot, else the source. When the source is exhausted, the cache's exhaustion path
-    /// runs: a magazine taken from another CPU's slot, then a flush that keeps the first
-    /// magazine it finds (see [the exhaustion rule](crate::docs::design#the-exhaustion-rule)).
+    /// runs: a depot magazine, else a flush that keeps the first magazine with items it
+    /// finds in a CPU slot or the depot (see [the exhaustion
+    /// rule](crate::docs::design#the-exhaustion-rule)).
     ///
     /// ```
     /// use magazine::Cache;

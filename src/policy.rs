@@ -135,7 +135,8 @@ pub struct Options {
     /// [`Cache::free`](crate::Cache::free) use to pick a slot. `None` means
     /// [`cpu::current`](crate::cpu::current): the rseq area's CPU id or `sched_getcpu()`
     /// on Linux. Set it on
-    /// `no_std` targets (where the default is always 0) or to pin the mapping yourself.
+    /// `no_std` targets (where the default is always 0) or to pin the mapping yourself;
+    /// a cache with one runs no [restartable sequences](Self::restartable_sequences).
     pub current_cpu: Option<fn() -> usize>,
     /// Whether [`Cache::trim`](crate::Cache::trim) also takes the magazines of CPU slots
     /// that saw no operation during the whole interval since the previous trim (busy
@@ -161,7 +162,11 @@ pub struct Options {
     /// Whether `alloc` and `free` run as restartable sequences on the current CPU's slot,
     /// where the platform allows: Linux x86_64 with glibc 2.35 or later (which registers
     /// the threads' rseq areas) and a kernel with `membarrier`'s rseq fence (5.10 or
-    /// later), for a cache with a slot for every CPU the system may bring up and no
+    /// later), for a cache with a slot for every CPU the system may bring up (`cpus` of at
+    /// least `sysconf(_SC_NPROCESSORS_CONF)`; `Config::default()`'s available parallelism
+    /// is smaller under a CPU affinity mask or a cgroup limit, and the sequences are then
+    /// off: [`Cache::runs_restartable_sequences`](crate::Cache::runs_restartable_sequences)
+    /// tells) and no
     /// [`current_cpu`](Self::current_cpu) of its own, whose magazines hold fewer than
     /// `2^32` items (the length shares a word with the hit counts). A hit then takes no
     /// lock and does no read-modify-write, and a thread preempted in the middle of one

@@ -57,7 +57,8 @@ impl Reaper {
     /// [`docs::trimming`](crate::docs::trimming) for the measurements): 2 s for
     /// [`Trim::WorkingSet`], whose interval is the working-set window; 100 ms for
     /// [`Trim::OnePerTick`], whose interval is its release rate (Linux's); 2 s for a
-    /// `Fixed` depot, whose trims only free idle empty magazines.
+    /// `Fixed` depot, whose trims release no full magazine (only idle empty ones, and the
+    /// idle partly filled ones of the loose path).
     ///
     /// ```
     /// use magazine::{Config, Reaper};

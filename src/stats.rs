@@ -10,8 +10,9 @@ use crate::sync::{AtomicUsize, Ordering};
 /// add no contended atomic to the fast path; a snapshot taken while threads work is
 /// approximate. When the cache is quiescent, `depot_full` and `depot_empty` equal the real
 /// stack lengths ([invariant 5](crate::docs::design#invariant-5-accounting)). Counters of a
-/// live [`LocalCache`](crate::LocalCache) are published when it exchanges a magazine with
-/// the depot and when it is dropped.
+/// live [`LocalCache`](crate::LocalCache) are published in batches (at a miss once 4096
+/// hits have built up on that side, and when it is dropped), so a snapshot may lag a live
+/// handle by up to 4096 hits per side.
 ///
 /// **Trim and flush activity is counted too**, not only the traffic of `alloc` and `free`:
 /// `depot_pops` rises with every full magazine a trim or a flush takes from the depot,
@@ -77,7 +78,8 @@ pub struct Stats {
     pub source_frees: u64,
     /// Full magazines released by [`Cache::trim`](crate::Cache::trim).
     pub trimmed: u64,
-    /// Full magazines in the depot now (its stacks and its CPU shelves).
+    /// Magazines holding items in the depot now: full ones (its stacks and its CPU
+    /// shelves) and the partly filled ones of the loose path.
     pub depot_full: usize,
     /// Empty magazines in the depot now (its stacks and its CPU shelves).
     pub depot_empty: usize,
@@ -88,10 +90,10 @@ pub struct Stats {
     pub depot_peak: usize,
     /// Operations that found their CPU slot taken by another thread (a miss, never a wait).
     pub busy_misses: u64,
-    /// Allocations that found the source exhausted. Each then takes what is cached
-    /// elsewhere (the magazines of another CPU's slot: see `steals`), else flushes the
-    /// cache until it finds a magazine with an item, else asks the source again (see
-    /// [the exhaustion rule](crate::docs::design#the-exhaustion-rule)).
+    /// Allocations that found the source exhausted. Each then takes a depot magazine, else
+    /// flushes the cache until it finds a magazine with an item (another CPU slot's: see
+    /// `steals`; else the depot's), else asks the source again (see [the exhaustion
+    /// rule](crate::docs::design#the-exhaustion-rule)).
     pub exhaustion_flushes: u64,
     /// Takes of another CPU's slot's magazines (both of them, when both hold items) by an
     /// allocation that found the source exhausted, in its flush or while it waits for

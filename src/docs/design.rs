@@ -46,7 +46,8 @@
 //! | depot | lock-free stacks shared by all slots (full, partly filled and empty magazines), and a shelf per CPU |
 //! | shelf | one CPU's place in the depot for one full and one empty magazine, tried before the stacks |
 //! | trim | one reclaim step ([`Cache::trim`]): surplus full magazines go back to the source |
-//! | working set | the fewest full magazines the depot held during the last trim interval |
+//! | working set | the full magazines the depot's users needed during a trim interval; the rest, the fewest full magazines it held during the interval (its low-water mark), nobody needed, and that is what a `WorkingSet` trim releases |
+//! | owner word | a slot's atomic word that says who holds it: `FREE`, `TAKEN` (held whole by a thread), a claim's token (restartable sequences), `PLAIN` (restartable sequences, before the slot's first `alloc`/`free`) |
 //! | quiescent | no thread is inside a cache operation |
 //!
 //! # The invariants
@@ -89,15 +90,19 @@
 //!
 //! [`Cache::alloc`] and [`Cache::free`] never wait for another thread: no lock is held on
 //! any path that a preempted thread could hold. A thread takes a CPU slot with one
-//! compare-and-swap; a slot another thread holds is a miss (the next free slot serves,
-//! else the depot or the source), never a wait. The depot is lock-free. The source is
-//! never called while a slot is held.
+//! compare-and-swap, or, with [restartable sequences](#restartable-sequences), a hit runs
+//! as a sequence that the kernel aborts when the thread is preempted; a slot another thread
+//! holds is a miss (without sequences the next free slot serves; then the depot's loose
+//! path, else the source), never a wait. The depot is lock-free. The source is never
+//! called while a slot is held.
 //!
 //! Upheld by the slot (`src/slot.rs`), [`LocalCache`] and the depot stacks. Exceptions,
 //! by design, off the fast path: [`Cache::flush_cpu`], [`Cache::flush`] and
 //! [`Cache::cached`] wait for a slot's owner to finish its bounded step (see
 //! [`obligations`](super::obligations#callbacks-must-not-re-enter-the-cache) for the one
-//! way to make that wait endless); and an allocation that finds the source exhausted
+//! way to make that wait endless); with restartable sequences, a take of another CPU's
+//! active slot waits up to 2 us for that CPU to acknowledge its claim, then fences that
+//! CPU (bounded: see [Restartable sequences](#restartable-sequences)); and an allocation that finds the source exhausted
 //! while another thread is flushing the cache keeps looking for a cached item until that
 //! flush ends, rather than fail while items are on their way back to the source (see
 //! [the exhaustion rule](#the-exhaustion-rule)). The source itself may lock.
@@ -165,16 +170,18 @@
 //! 1. when the source returns `None` (or returned `None` last time and has received no
 //!    item since, as far as a racy flag tells: it is not asked first then, and is asked
 //!    at the end, step 3), the allocation takes a depot magazine;
-//! 2. without one, it flushes, one such flush at a time: it takes the CPU slots in turn
-//!    (skipping slots other threads hold) until it comes upon one that holds an item,
-//!    else pops one depot magazine. What it found is the allocation's: it takes an item
-//!    and keeps the rest, both magazines of the slot when both held items, as its
-//!    handle's or slot's magazines when both of those are empty (else they go to the
-//!    depot, and a `Fixed` depot at its cap sends them to the source), so that one take of
-//!    a slot brings all it held. The slots it took before held nothing, so it sends
-//!    nothing to the source that it would take back one item at a time. An allocation that
-//!    arrives during another's flush *steals* meanwhile: it takes the magazines of the
-//!    first other CPU slot that holds items, or a depot magazine, until that flush ends.
+//! 2. without one, it flushes, one such flush at a time:
+//!    - it takes the CPU slots in turn (skipping slots other threads hold) until it comes
+//!      upon one that holds an item, else pops one depot magazine;
+//!    - what it found is the allocation's: it takes an item and keeps the rest (both
+//!      magazines of the slot when both held items) as its handle's or slot's magazines
+//!      when both of those are empty, so that one take of a slot brings all it held; else
+//!      they go to the depot (a `Fixed` depot at its cap sends them to the source);
+//!    - the slots it took before held nothing, so it sends nothing to the source that it
+//!      would take back one item at a time;
+//!    - an allocation that arrives during another's flush *steals* meanwhile: it takes the
+//!      magazines of the first other CPU slot that holds items, or a depot magazine,
+//!      until that flush ends.
 //! 3. Only when nothing was found does it ask the source once more (which also covers a
 //!    flag that said "exhausted" after the source had received an item).
 //!
