@@ -83,9 +83,9 @@
 //!    another thread: a hit either runs as a restartable sequence that the kernel aborts if
 //!    the thread is preempted (the default where the platform has them) or takes the CPU
 //!    slot with one compare-and-swap, and a slot held by another thread is a miss (served
-//!    by another slot or the depot, never by waiting). The depot is lock-free. (Limits: [`Cache::flush_cpu`],
-//!    [`Cache::flush`] and [`Cache::cached`] wait for a slot's owner to finish its bounded
-//!    step, so they must not be called from
+//!    by another slot or the depot, never by waiting). The depot is lock-free. (Limits:
+//!    [`Cache::flush_cpu`], [`Cache::flush`] and [`Cache::cached`] wait for a slot's owner
+//!    to finish its bounded step, so they must not be called from
 //!    [inside a callback](docs::obligations#callbacks-must-not-re-enter-the-cache); with
 //!    restartable sequences, a take of another CPU's slot waits up to 2 us for that CPU to
 //!    acknowledge it, then fences it; an allocation that finds the source exhausted while

@@ -102,10 +102,11 @@
 //! [`obligations`](super::obligations#callbacks-must-not-re-enter-the-cache) for the one
 //! way to make that wait endless); with restartable sequences, a take of another CPU's
 //! active slot waits up to 2 us for that CPU to acknowledge its claim, then fences that
-//! CPU (bounded: see [Restartable sequences](#restartable-sequences)); and an allocation that finds the source exhausted
-//! while another thread is flushing the cache keeps looking for a cached item until that
-//! flush ends, rather than fail while items are on their way back to the source (see
-//! [the exhaustion rule](#the-exhaustion-rule)). The source itself may lock.
+//! CPU (bounded: see [Restartable sequences](#restartable-sequences)); and an allocation
+//! that finds the source exhausted while another thread is flushing the cache keeps
+//! looking for a cached item until that flush ends, rather than fail while items are on
+//! their way back to the source (see [the exhaustion rule](#the-exhaustion-rule)). The
+//! source itself may lock.
 //!
 //! ## Invariant 4: bounded memory
 //!

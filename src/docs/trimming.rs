@@ -61,8 +61,8 @@
 //!
 //! `OnePerTick` releases one magazine per call whatever the demand, so the interval is a
 //! rate: 100 ms is 10 magazines per second, Linux's. It trims during the load as well
-//! (178x the slow path above, in lazy-submit mode), which is the behaviour it exists to reproduce; prefer
-//! `WorkingSet` for anything else.
+//! (178x the slow path above, in lazy-submit mode), which is the behaviour it exists to
+//! reproduce; prefer `WorkingSet` for anything else.
 //!
 //! [`Cache::trim`]: crate::Cache::trim
 #![cfg_attr(
