@@ -63,10 +63,9 @@ const SPREAD_LINES: usize = if LEAF_PFNS >= 64 * 64 { 64 } else { 1 };
 /// out neighbouring ranges to different CPUs: with one line per 64 neighbours, two
 /// threads' allocations would bounce that line between their cores on every operation.
 #[inline]
-#[allow(
-    clippy::modulo_one,
-    reason = "SPREAD_LINES is 1 in the small leaves of the model builds"
-)]
+// SPREAD_LINES is 1 in the small leaves of the model builds. (No `reason =`: lint
+// reasons need Rust 1.81, and the crate's `rust-version` is 1.80.)
+#[allow(clippy::modulo_one)]
 fn byte_of(pfn: u64) -> usize {
     let offset = (pfn as usize) & (LEAF_PFNS - 1);
     let per_line = LEAF_PFNS / SPREAD_LINES;
