@@ -410,10 +410,11 @@ impl<S: Source> Cache<S> {
         #[cfg(all(magazine_rseq, not(miri)))]
         if let Some(layout) = &self.sequences {
             let index = cpu % self.slots.len();
-            // A plain slot: no sequence would commit (see `Slot::owner`).
-            if !self.slots[index].is_plain() {
-                return self.alloc_in_sequence(layout, index);
-            }
+            return match self.slots[index].is_plain() {
+                false => self.alloc_in_sequence(layout, index),
+                // A plain slot: no sequence would commit (see `Slot::owner`).
+                true => self.alloc_from(self.take_slot_by_cas(index)),
+            };
         }
         self.alloc_from(self.take_slot(cpu))
     }
@@ -480,9 +481,10 @@ impl<S: Source> Cache<S> {
         #[cfg(all(magazine_rseq, not(miri)))]
         if let Some(layout) = &self.sequences {
             let index = cpu % self.slots.len();
-            if !self.slots[index].is_plain() {
-                return self.free_in_sequence(layout, index, item);
-            }
+            return match self.slots[index].is_plain() {
+                false => self.free_in_sequence(layout, index, item),
+                true => self.free_into(self.take_slot_by_cas(index), item),
+            };
         }
         self.free_into(self.take_slot(cpu), item)
     }
