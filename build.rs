@@ -8,8 +8,8 @@
 //!   32 bits, or 64 bits on x86_64 and aarch64 (not Android, whose allocator tags the top
 //!   byte of heap pointers). Elsewhere the stack falls back to a fresh node per push.
 //! - `magazine_rseq`: the CPU id can be read from glibc's restartable-sequence area
-//!   (`src/rseq.rs`): Linux, x86_64, glibc, feature `std`, not a model-checker build,
-//!   not a ThreadSanitizer build.
+//!   (`src/rseq.rs`): Linux, x86_64 with 64-bit pointers (not x32), glibc, feature `std`,
+//!   not a model-checker build, not a ThreadSanitizer build.
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(magazine_model)");
@@ -44,6 +44,9 @@ fn main() {
 
     let rseq = var("CARGO_CFG_TARGET_OS") == "linux"
         && arch == "x86_64"
+        // The sequences' offsets and length word assume 8-byte words: not x32
+        // (`x86_64-unknown-linux-gnux32`, 32-bit pointers on x86_64).
+        && var("CARGO_CFG_TARGET_POINTER_WIDTH") == "64"
         && var("CARGO_CFG_TARGET_ENV") == "gnu"
         && std::env::var_os("CARGO_FEATURE_STD").is_some()
         && !(loom || shuttle)

@@ -8,7 +8,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::depot::Depot;
 use crate::policy::{Config, Options};
-use crate::slot::{Slot, SlotGuard};
+use crate::slot::{Slot, SlotGuard, Taken};
 use crate::source::Source;
 use crate::stats::{OwnedCounter, SharedCounter, Stats};
 use crate::sync::AtomicBool;
@@ -209,21 +209,26 @@ impl<S: Source> Cache<S> {
             "Config::magazine_size must be at least 1"
         );
         assert!(config.cpus > 0, "Config::cpus must be at least 1");
-        // The CPUs whose slots sequences run on, when the cache runs them: the others
-        // (slots beyond the CPUs the system may bring up) never see a sequence, so they
-        // are taken with a plain compare-and-swap, no fence, from anywhere.
-        let sequence_cpus = match options.restartable_sequences && options.current_cpu.is_none() {
-            true => sequences_available(config.cpus),
-            false => None,
-        };
+        // When the cache runs sequences, every slot may run them (the sequences accept any
+        // CPU id below the number of slots), so every slot is fenced: the decision and the
+        // sequences' bounds check use the same bound. Slots whose CPU never runs one (ids
+        // beyond the machine's) stay plain, and cost no fence (see `Slot::owner`).
+        let sequences_on = options.restartable_sequences
+            && options.current_cpu.is_none()
+            && sequences_available(config.cpus);
         let slots: Box<[CachePadded<Slot<S::Item>>]> = (0..config.cpus)
             .map(|cpu| {
-                let fenced = (cpu < sequence_cpus.unwrap_or(0)).then_some(cpu);
+                let fenced = match cfg!(magazine_mutant = "gap_slots_unfenced") {
+                    // MUTANT: slots at and above the configured CPU count are not fenced,
+                    // while the sequences run on every slot.
+                    true => (sequences_on && cpu < configured_cpus_for_mutant()).then_some(cpu),
+                    false => sequences_on.then_some(cpu),
+                };
                 CachePadded::new(Slot::new(config.magazine_size, fenced))
             })
             .collect();
         #[cfg(all(magazine_rseq, not(miri)))]
-        let sequences = if sequence_cpus.is_some() {
+        let sequences = if sequences_on {
             crate::rseq::Layout::new(
                 slots[0].field_addresses(),
                 core::mem::size_of::<CachePadded<Slot<S::Item>>>(),
@@ -666,6 +671,12 @@ impl<S: Source> Cache<S> {
     /// for a thread that is working on that slot to finish; the source runs after the
     /// slot is given back.
     ///
+    /// With restartable sequences, taking the slot's loaded magazine from another CPU
+    /// needs a fence of that CPU (`membarrier`, or, where that fails, a moment on that CPU
+    /// by `sched_setaffinity`). Where neither works (a seccomp filter that denies both),
+    /// only the slot's other magazine is returned; the loaded one stays cached until the
+    /// slot's own CPU gives it up or the cache is dropped.
+    ///
     /// ```
     /// use magazine::Cache;
     /// # use magazine::Source;
@@ -686,15 +697,32 @@ impl<S: Source> Cache<S> {
     /// ```
     pub fn flush_cpu(&self, cpu: usize) {
         let index = cpu % self.slots.len();
-        let magazines = self.slots[index]
-            .take()
-            .with(|magazines| magazines.take_items(&self.depot.near(index)));
+        let near = self.depot.near(index);
+        // The slot is given back at the end of the statement, before the source runs.
+        let magazines = match self.slots[index].take() {
+            Taken::Whole(mut slot) => slot.with(|magazines| magazines.take_items(&near)),
+            // Its CPU could not be fenced: the loaded magazine stays (see `Slot::take`).
+            #[cfg(all(magazine_rseq, not(miri)))]
+            Taken::Previous(mut claim) => {
+                let previous = claim.previous();
+                [
+                    None,
+                    (!previous.is_empty())
+                        .then(|| core::mem::replace(previous, near.empty_magazine())),
+                ]
+            }
+        };
         self.release_each(magazines);
     }
 
     /// Returns every cached item to the source: every slot (waiting for busy ones), then
-    /// every depot magazine. Empty magazines are freed. Live [`LocalCache`](crate::LocalCache) handles keep
-    /// their own magazines.
+    /// the depot's magazines. Empty magazines are freed. Live
+    /// [`LocalCache`](crate::LocalCache) handles keep their own magazines.
+    ///
+    /// The flush ends while other threads keep freeing: it takes each slot once and as
+    /// many depot magazines as the depot held when it got there (all of them when nobody
+    /// pushes meanwhile). With restartable sequences, a slot whose CPU cannot be fenced
+    /// (see [`flush_cpu`](Self::flush_cpu)) keeps its loaded magazine.
     ///
     /// ```
     /// use magazine::Cache;
@@ -717,7 +745,7 @@ impl<S: Source> Cache<S> {
         for cpu in 0..self.slots.len() {
             self.flush_cpu(cpu);
         }
-        self.drain_depot();
+        self.drain_depot_once();
     }
 
     /// Like [`flush`](Self::flush), but skips slots that another thread is working on
@@ -749,7 +777,7 @@ impl<S: Source> Cache<S> {
             drop(slot);
             self.release_each(magazines);
         }
-        self.drain_depot();
+        self.drain_depot_once();
     }
 
     /// A snapshot of the counters (see [`Stats`]).
@@ -877,7 +905,12 @@ impl<S: Source> Cache<S> {
         let in_slots: usize = self
             .slots
             .iter()
-            .map(|slot| slot.take().with(|magazines| magazines.len()))
+            .map(|slot| match slot.take() {
+                Taken::Whole(mut slot) => slot.with(|magazines| magazines.len()),
+                // Its CPU could not be fenced: the loaded magazine's length by a look.
+                #[cfg(all(magazine_rseq, not(miri)))]
+                Taken::Previous(mut claim) => claim.previous().len() + claim.loaded_len(),
+            })
             .sum();
         in_slots + self.depot.full_items()
     }
@@ -935,7 +968,10 @@ impl<S: Source> Cache<S> {
     fn take_slot_by_cas(&self, first: usize) -> Option<SlotGuard<'_, S::Item>> {
         if cfg!(magazine_mutant = "busy_slot_waits") {
             // MUTANT: the busy path waits for the slot's owner instead of missing.
-            return Some(self.slots[first].take());
+            #[allow(irrefutable_let_patterns)] // one variant without sequences
+            if let Taken::Whole(slot) = self.slots[first].take() {
+                return Some(slot);
+            }
         }
         if let Some(slot) = self.slots[first].try_take() {
             return Some(slot);
@@ -1058,10 +1094,10 @@ impl<S: Source> Cache<S> {
         match self.depot.alloc_loose() {
             Some((item, refused)) => {
                 self.counters.depot_pops.add(1);
-                if let Some(refused) = refused {
-                    self.release_to_source(refused);
-                }
-                Some(item)
+                Some(match refused {
+                    Some(refused) => self.release_holding(refused, item),
+                    None => item,
+                })
             }
             None => self.alloc_slow(Home::Busy),
         }
@@ -1110,16 +1146,24 @@ impl<S: Source> Cache<S> {
     }
 }
 
-/// The number of CPUs that may run restartable sequences on the slots of a cache of
-/// `slots` slots, when it can run them here (see `rseq::available`).
-fn sequences_available(slots: usize) -> Option<usize> {
+/// Whether a cache of `slots` slots can run restartable sequences here (see
+/// `rseq::available`).
+fn sequences_available(slots: usize) -> bool {
     #[cfg(all(magazine_rseq, not(miri)))]
     return crate::rseq::available(slots);
     #[cfg(not(all(magazine_rseq, not(miri))))]
     {
         let _ = slots;
-        None
+        false
     }
+}
+
+/// The configured CPU count the mutant `gap_slots_unfenced` fences below.
+fn configured_cpus_for_mutant() -> usize {
+    #[cfg(all(magazine_rseq, not(miri)))]
+    return crate::rseq::configured_cpus().unwrap_or(0);
+    #[cfg(not(all(magazine_rseq, not(miri))))]
+    0
 }
 
 impl<S: Source> Drop for Cache<S> {

@@ -355,9 +355,23 @@ impl<T> Depot<T> {
 
     /// Returns every non-empty magazine (the shelves' too), one at a time, to `release`,
     /// and frees every empty one. Returns how many were passed to `release`.
-    pub(crate) fn drain(&self, mut release: impl FnMut(Magazine<T>)) -> usize {
+    pub(crate) fn drain(&self, release: impl FnMut(Magazine<T>)) -> usize {
+        self.drain_at_most(usize::MAX, release)
+    }
+
+    /// [`drain`](Self::drain), passing at most `limit` non-empty magazines to `release`:
+    /// for a flush while other threads keep pushing, which would otherwise chase them
+    /// without end.
+    pub(crate) fn drain_at_most(
+        &self,
+        limit: usize,
+        mut release: impl FnMut(Magazine<T>),
+    ) -> usize {
         let mut released = 0;
-        while let Some(magazine) = self.pop_refill() {
+        while released < limit {
+            let Some(magazine) = self.pop_refill() else {
+                break;
+            };
             release(magazine);
             released += 1;
         }

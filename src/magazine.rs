@@ -284,10 +284,14 @@ impl<T> Link<T> {
         }
     }
 
-    /// The node, allocated at the first call. Panics if its address does not fit in
-    /// `address_bits` bits, what the stack's head word stores (see "Platforms" in the
-    /// `stack` module docs).
-    pub(crate) fn node(&mut self, address_bits: u32) -> *mut Node<T> {
+    /// The node, allocated at the first call; `None` (keeping no node) if its address does
+    /// not fit in `address_bits` bits, what the stack's head word stores (see "Platforms"
+    /// in the `stack` module docs). Not a panic: a push that cannot link the magazine
+    /// hands it back, and its caller returns the items to the source, or, while unwinding
+    /// from a panicking source, keeps them ([`Depot::push_full_unbounded`]).
+    ///
+    /// [`Depot::push_full_unbounded`]: crate::depot::Depot::push_full_unbounded
+    pub(crate) fn node(&mut self, address_bits: u32) -> Option<*mut Node<T>> {
         if self.node.is_null() {
             let node = Box::into_raw(Box::new(Node {
                 next: AtomicPtr::new(ptr::null_mut()),
@@ -296,11 +300,15 @@ impl<T> Link<T> {
             if (node as usize).checked_shr(address_bits).unwrap_or(0) != 0 {
                 // SAFETY: just allocated, never shared.
                 drop(unsafe { Box::from_raw(node) });
-                panic!("magazine: a depot node's address does not fit in {address_bits} bits");
+                if cfg!(magazine_mutant = "node_check_panics") {
+                    // MUTANT: the failed check panics with the magazine out of its place.
+                    panic!("magazine: a depot node's address does not fit in {address_bits} bits");
+                }
+                return None;
             }
             self.node = node;
         }
-        self.node
+        Some(self.node)
     }
 }
 

@@ -570,7 +570,7 @@ macro_rules! pop_bytes {
     };
 }
 
-/// The push of a one-word item (`r11`) on the slot `$check` accepts.
+/// The push of a one-word item (at the address in `r11`) on the slot `$check` accepts.
 macro_rules! push_word {
     ($check:ident, $offset:expr, $layout:expr, $want:expr, $word:expr, $code:ident) => {
         sequence!(
@@ -582,7 +582,9 @@ macro_rules! push_word {
                 "jae 25f",
                 "mov rsi, qword ptr [rdx + {items}]",
                 "mov ecx, edi",
-                "mov qword ptr [rsi + 8 * rcx], r11",
+                // The item's bytes, from its address in `r11` (`rax` is free until the exit).
+                "mov rax, qword ptr [r11]",
+                "mov qword ptr [rsi + 8 * rcx], rax",
                 count_push!("rdi"),
                 // The commit.
                 "mov qword ptr [rdx + {len}], rdi",
@@ -760,9 +762,11 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
     let item = ManuallyDrop::new(item);
     let code: usize;
     if size_of::<T>() == 8 {
-        // SAFETY: `item` is a `T` of 8 bytes; its bytes as a word (it stays ours until
-        // the commit below says otherwise).
-        let word = unsafe { ptr::read_unaligned(ptr::addr_of!(item).cast::<u64>()) };
+        // The item's address, not its bytes as a `u64`: a `T` of 8 bytes may have padding
+        // (`(u32, u16)`), which Rust may not read as an integer; the sequence's own load
+        // copies the 8 bytes whatever they are (it stays ours until the commit below says
+        // otherwise).
+        let word = ptr::addr_of!(item).cast::<u64>();
         // SAFETY: as in `alloc`; the sequence stores the item in the cell at the
         // magazine's length (uninitialised, and invisible to everyone until the commit
         // raises the length over it), so the item belongs to the magazine exactly when
@@ -922,12 +926,19 @@ pub(crate) unsafe fn peek(word: *const usize) -> usize {
     value
 }
 
-/// The number of CPUs the system may bring up, when this process can run the sequences
-/// for a cache of `slots` slots: glibc registered an area for the calling thread, every
-/// such CPU has a slot of its own (slots at and above the number never see a sequence),
-/// and the kernel provides the `membarrier` rseq fence (registered for the process here,
-/// once). `None` otherwise.
-pub(crate) fn available(slots: usize) -> Option<usize> {
+/// Whether this process can run the sequences for a cache of `slots` slots: glibc
+/// registered an area for the calling thread, the kernel provides the `membarrier` rseq
+/// fence (registered for the process here, once), and every CPU the system may bring up
+/// ([`configured_cpus`]) has a slot of its own.
+///
+/// The count is advice, not a bound the protocol relies on: every slot of such a cache
+/// is fenced (sequences run on any slot whose index is a CPU id, and takes of an active
+/// slot are fenced whatever its index), so a count below the highest CPU id + 1 (sparse
+/// ids, CPUs offline at start-up, a count taken from `/proc/stat` where
+/// `/sys/devices/system/cpu` is masked) costs fences, never soundness. With fewer slots
+/// than CPUs, threads on CPUs without a slot would fence other CPUs' slots on every
+/// operation, so the cache runs the slot protocol instead.
+pub(crate) fn available(slots: usize) -> bool {
     static STATE: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 yes, 2 no
     let supported = match STATE.load(Ordering::Relaxed) {
         0 => {
@@ -937,11 +948,23 @@ pub(crate) fn available(slots: usize) -> Option<usize> {
         }
         state => state == 1,
     };
+    supported && configured_cpus().is_some_and(|cpus| cpus <= slots)
+}
+
+/// The number of CPUs the system may bring up, as glibc counts them
+/// (`sysconf(_SC_NPROCESSORS_CONF)`), lowered to `MAGAZINE_CPUS_CONF` when that variable
+/// holds a smaller positive number: a test seam that reproduces hosts whose count is
+/// below their highest CPU id + 1 (any value is sound; see [`available`]).
+pub(crate) fn configured_cpus() -> Option<usize> {
     // SAFETY: `sysconf` has no preconditions; it returns -1 on failure.
-    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    usize::try_from(cpus)
+    let cpus = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) })
         .ok()
-        .filter(|&cpus| supported && cpus > 0 && cpus <= slots)
+        .filter(|&cpus| cpus > 0)?;
+    let lowered = std::env::var("MAGAZINE_CPUS_CONF")
+        .ok()
+        .and_then(|value| value.parse::<usize>().ok())
+        .filter(|&value| value > 0);
+    Some(lowered.map_or(cpus, |lowered| lowered.min(cpus)))
 }
 
 const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
@@ -968,24 +991,58 @@ fn probe() -> bool {
         && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0
 }
 
-/// Returns once every sequence in flight on `cpu` (of any thread of the process) has
-/// been aborted or has committed, with its stores visible to the caller.
-pub(crate) fn fence_cpu(cpu: usize) {
-    let done = libc::c_int::try_from(cpu).is_ok_and(|cpu| {
+/// Returns `true` once every sequence in flight on `cpu` (of any thread of the process)
+/// has been aborted or has committed, with its stores visible to the caller; `false` when
+/// nothing here can make sure of it. Never panics.
+///
+/// In order: the caller already runs on `cpu` (then no other thread runs there, so a
+/// sequence that was in flight has committed, or was preempted or migrated, which aborts
+/// it when it resumes); `membarrier` for that CPU, else for all of them; else the
+/// caller moves itself to `cpu` for a moment (`sched_setaffinity`), which proves the same
+/// as the first case once it runs there. The last is for processes whose `membarrier`
+/// fails after it was registered (a seccomp filter that denies it, say).
+pub(crate) fn fence_cpu(cpu: usize) -> bool {
+    if current_cpu() == Some(cpu) {
+        return true;
+    }
+    let on_cpu = libc::c_int::try_from(cpu).is_ok_and(|cpu| {
         membarrier(
             MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
             MEMBARRIER_CMD_FLAG_CPU,
             cpu,
         ) == 0
     });
-    if !done {
-        // A CPU the kernel does not know (it cannot run a sequence either): fence them all.
-        let all = membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0);
-        assert_eq!(
-            all, 0,
-            "magazine: membarrier failed after it was registered"
-        );
+    // A CPU the kernel does not know fails the first call (it cannot run a sequence either).
+    on_cpu || membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0 || visit(cpu)
+}
+
+/// Runs the calling thread on `cpu` for a moment, then restores its affinity; `true` when
+/// it ran there (see [`fence_cpu`]).
+#[cold]
+fn visit(cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
     }
+    let size = size_of::<libc::cpu_set_t>();
+    // SAFETY: `cpu_set_t` is plain data; all zeroes is the empty set.
+    let (mut saved, mut there): (libc::cpu_set_t, libc::cpu_set_t) =
+        unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
+    // SAFETY: 0 is the calling thread; `saved` is a valid set of `size` bytes.
+    if unsafe { libc::sched_getaffinity(0, size, &mut saved) } != 0 {
+        return false;
+    }
+    // SAFETY: `cpu` is below `CPU_SETSIZE`.
+    unsafe { libc::CPU_SET(cpu, &mut there) };
+    // SAFETY: as above; the kernel moves the thread before the call returns.
+    if unsafe { libc::sched_setaffinity(0, size, &there) } != 0 {
+        return false;
+    }
+    let arrived = current_cpu() == Some(cpu);
+    // SAFETY: as above; `saved` is the set the thread had, which the kernel accepted a
+    // moment ago. (Should it fail now, the thread stays on `cpu`: slower, not wrong; no
+    // panic, which would leave the caller's claim in the owner word.)
+    unsafe { libc::sched_setaffinity(0, size, &saved) };
+    arrived
 }
 
 #[cfg(test)]

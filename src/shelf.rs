@@ -142,7 +142,9 @@ impl<T> Place<T> {
         if self.is_occupied() {
             return Err(magazine);
         }
-        let node = magazine.link.node(NODE_ADDRESS_BITS);
+        let Some(node) = magazine.link.node(NODE_ADDRESS_BITS) else {
+            return Err(magazine);
+        };
         // SAFETY: `node` is the magazine's and we own the magazine, so the node is in no
         // place and no stack: nobody else reads or writes its magazine cell.
         unsafe { (*node).magazine.with_mut(|cell| (*cell).write(magazine)) };
@@ -241,7 +243,7 @@ mod tests {
     fn a_magazine_keeps_its_node_on_the_shelf() {
         let place = Place::new();
         let mut magazine = magazine_with(3);
-        let node = magazine.link.node(NODE_ADDRESS_BITS);
+        let node = magazine.link.node(NODE_ADDRESS_BITS).unwrap();
         place.put(magazine).unwrap();
         assert_eq!(place.take().unwrap().link.node, node);
     }

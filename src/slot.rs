@@ -328,7 +328,8 @@ impl<T> Slot<T> {
     #[cfg(all(magazine_rseq, not(miri)))]
     #[cold]
     fn try_take_fenced(&self) -> Option<SlotGuard<'_, T>> {
-        self.try_claim().map(SlotClaim::take_whole)
+        // A claim whose CPU cannot be fenced goes back (dropped): a busy miss.
+        self.try_claim()?.take_whole().ok()
     }
 
     /// Claims the slot from a thread that may run on another CPU, when its CPU runs
@@ -373,14 +374,30 @@ impl<T> Slot<T> {
         }
     }
 
-    /// Takes the slot, waiting for its owner to finish. Only for `flush_cpu` and `flush`,
-    /// which are not on the `alloc`/`free` paths; an owner holds a slot for a bounded
-    /// number of steps, so this wait ends.
-    pub(crate) fn take(&self) -> SlotGuard<'_, T> {
+    /// Takes the slot, waiting for its owner to finish. Only for `flush_cpu`, `flush` and
+    /// `cached`, which are not on the `alloc`/`free` paths; an owner holds a slot for a
+    /// bounded number of steps, so this wait ends. A slot whose CPU runs restartable
+    /// sequences comes whole when that CPU can be fenced, else as a claim of its
+    /// `previous` magazine alone ([`SlotClaim::take_whole`] says when a fence fails): the
+    /// wait never depends on a fence that cannot happen.
+    pub(crate) fn take(&self) -> Taken<'_, T> {
         let backoff = Backoff::new();
         loop {
-            if let Some(guard) = self.try_take() {
-                return guard;
+            #[cfg(all(magazine_rseq, not(miri)))]
+            if self.runs_sequences() {
+                if let Some(claim) = self.try_claim() {
+                    return match claim.take_whole() {
+                        Ok(guard) => Taken::Whole(guard),
+                        Err(claim) => Taken::Previous(claim),
+                    };
+                }
+                backoff.snooze();
+                continue;
+            }
+            // A plain slot (or any slot of a cache without sequences): no fence. One
+            // activated meanwhile makes this miss, and the next round claims it.
+            if let Some(guard) = self.try_take_unfenced() {
+                return Taken::Whole(guard);
             }
             backoff.snooze();
         }
@@ -400,6 +417,23 @@ impl<T> Slot<T> {
     }
 }
 
+/// Folds the hits that sequences counted into the counters before the magazines drop, so
+/// that the loaded magazine's length word is a plain length again whatever drops the slot:
+/// the cache's drop, or the unwinding of one whose source panicked half way through
+/// returning the slots' items (`Magazine`'s drop pops `len` items).
+#[cfg(all(magazine_rseq, not(miri)))]
+impl<T> Drop for Slot<T> {
+    fn drop(&mut self) {
+        if cfg!(magazine_mutant = "slot_drop_skips_fold") {
+            // MUTANT: the magazine drops with hits in its length word.
+            return;
+        }
+        // `get_mut` folds; `&mut self` excludes every sequence (they run only on the slots
+        // of a live cache).
+        let _ = self.get_mut();
+    }
+}
+
 /// `Slot::owner` of a free slot.
 pub(crate) const FREE: usize = 0;
 /// `Slot::owner` of a slot taken by a CAS or by a restartable sequence's commit.
@@ -409,6 +443,16 @@ pub(crate) const TAKEN: usize = 1;
 /// token.
 #[cfg(all(magazine_rseq, not(miri)))]
 pub(crate) const PLAIN: usize = usize::MAX;
+
+/// What a thread that waits for a slot ([`Slot::take`]) or wants its items holds of it.
+pub(crate) enum Taken<'a, T> {
+    /// The whole slot.
+    Whole(SlotGuard<'a, T>),
+    /// A claim of a slot whose CPU runs restartable sequences: its `previous` magazine is
+    /// ours, its loaded one is not (see [`SlotClaim`]).
+    #[cfg(all(magazine_rseq, not(miri)))]
+    Previous(SlotClaim<'a, T>),
+}
 
 /// Ownership of a slot; gives it back on drop, also when unwinding.
 pub(crate) struct SlotGuard<'a, T> {
@@ -489,26 +533,48 @@ impl<'a, T> SlotClaim<'a, T> {
             .with_mut(|pair| unsafe { &mut *core::ptr::addr_of_mut!((*pair).previous) })
     }
 
+    /// The loaded magazine's length as a look without taking it (as in
+    /// [`Slot::looks_empty`]): a value it had at some point, which sequences may change.
+    pub(crate) fn loaded_len(&self) -> usize {
+        let pair = self.slot.magazines.with(|pair| pair);
+        // SAFETY: an address inside the slot, which outlives the claim; a `peek` load.
+        let word = unsafe {
+            crate::rseq::peek(Magazine::len_address(core::ptr::addr_of!((*pair).loaded)))
+        };
+        crate::rseq::split(word).0
+    }
+
     /// Makes the claim a take of the whole slot: once the slot's CPU has acknowledged it
     /// (we wait [`ACKNOWLEDGEMENT_WAIT`] for that: a thread that runs sequences there
     /// acknowledges at its next miss, and every hit there misses while we hold the
-    /// claim), else after a fence of the slot's CPU (`rseq::fence_cpu`: a system call and
-    /// an interrupt of that CPU). Either way every sequence that read `FREE` before the
-    /// claim has then been aborted or has committed, with its stores visible to us, and
-    /// every later one sees our token and misses.
-    pub(crate) fn take_whole(self) -> SlotGuard<'a, T> {
-        let claim = core::mem::ManuallyDrop::new(self);
-        if !claim.acknowledged() {
-            if !cfg!(magazine_mutant = "fence_skipped") {
-                // MUTANT (when skipped): a sequence that read `FREE` commits while we own it.
-                crate::rseq::fence_cpu(claim.cpu);
+    /// claim), else after a fence of the slot's CPU (`rseq::fence_cpu`). Either way every
+    /// sequence that read `FREE` before the claim has then been aborted or has committed,
+    /// with its stores visible to us, and every later one sees our token and misses.
+    ///
+    /// When no fence is possible (`membarrier` denied, by a seccomp filter for one, and
+    /// the thread cannot run on that CPU either), hands the claim back: it still owns
+    /// `previous`, and dropping it gives the slot back. Nothing here panics, so the claim
+    /// is never left in the owner word.
+    pub(crate) fn take_whole(self) -> Result<SlotGuard<'a, T>, Self> {
+        if !self.acknowledged() {
+            if !cfg!(magazine_mutant = "fence_skipped") && !crate::rseq::fence_cpu(self.cpu) {
+                if cfg!(magazine_mutant = "failed_fence_keeps_claim") {
+                    // MUTANT: a failed fence panics with the claim out of its guard, which
+                    // leaves the token in the owner word for ever.
+                    core::mem::forget(self);
+                    panic!("magazine: membarrier failed after it was registered");
+                }
+                return Err(self);
             }
-            claim.slot.fenced_takes.fetch_add(1, Ordering::Relaxed);
+            // MUTANT (fence_skipped): a sequence that read `FREE` commits while we own it.
+            self.slot.fenced_takes.fetch_add(1, Ordering::Relaxed);
         }
-        // SAFETY: our claim's token is in the owner word and stays there (see `try_claim`),
-        // and after the acknowledgement or the fence no sequence that read `FREE` can
-        // still commit.
-        unsafe { claim.slot.guard_after_sequences() }
+        let claim = core::mem::ManuallyDrop::new(self);
+        // SAFETY: our claim's token is in the owner word and stays there (see `try_claim`;
+        // the `ManuallyDrop` keeps it: the guard stores `FREE` instead), and after the
+        // acknowledgement or the fence no sequence that read `FREE` can still commit.
+        // Nothing between the fence and the guard can panic.
+        Ok(unsafe { claim.slot.guard_after_sequences() })
     }
 
     /// Whether the slot's CPU acknowledges the claim within [`ACKNOWLEDGEMENT_WAIT`]. Not

@@ -61,8 +61,9 @@
 //!   paging, 52-bit virtual addresses) only to a mapping that asks for one by an address
 //!   hint, and an allocator with tagged pointers (memory tagging, hardware-assisted
 //!   sanitizers) sets the top byte. Every node's address is checked once, when it is
-//!   allocated (before anything is counted): one that does not fit panics, never packs
-//!   wrong.
+//!   allocated (before anything is counted): the push of a magazine whose node does not
+//!   fit is refused (its items go back to the source, as a `Fixed` depot's overflow
+//!   does), never packed wrong, and never a panic, which could strike while unwinding.
 //! - 32-bit targets with 64-bit atomics: the whole address fits; a 38-bit tag.
 //! - Everywhere else (no 64-bit atomics, e.g. `thumbv7em-none-eabihf`; 64-bit targets
 //!   other than x86_64 and aarch64; Android on aarch64, whose allocator tags the top byte
@@ -204,8 +205,8 @@ impl<T> Stack<T> {
     /// Pushes into the [`RESCUE_RESERVE`](crate::level::RESCUE_RESERVE) too, up to the most
     /// the stack can count ([`MAX_LEN`]); hands the magazine back beyond that. For rescues
     /// only. Like every push, it allocates the magazine's node if it has none yet (its
-    /// first push), which panics only where the address check of "Platforms" (module
-    /// docs) fails.
+    /// first push), and hands the magazine back where the address check of "Platforms"
+    /// (module docs) fails.
     pub(crate) fn push_rescue(&self, magazine: Magazine<T>) -> Result<usize, Magazine<T>> {
         self.reserve_then_link(magazine, MAX_LEN)
     }
@@ -222,14 +223,23 @@ impl<T> Stack<T> {
         self.reserve_then_link(magazine, cap.min(MAX_PUSHED))
     }
 
-    fn reserve_then_link(
+    fn reserve_then_link(&self, magazine: Magazine<T>, cap: usize) -> Result<usize, Magazine<T>> {
+        self.reserve_then_link_within(magazine, cap, ADDRESS_BITS)
+    }
+
+    /// [`reserve_then_link`](Self::reserve_then_link) of a magazine whose node must fit in
+    /// `address_bits` (a parameter so that a test can make the check fail).
+    fn reserve_then_link_within(
         &self,
         mut magazine: Magazine<T>,
         cap: usize,
+        address_bits: u32,
     ) -> Result<usize, Magazine<T>> {
         // Before anything is counted: the only allocation (once per magazine), and the only
-        // panic (an address the head word cannot hold).
-        let node = magazine.link.node(ADDRESS_BITS);
+        // refusal that is not the cap's (an address the head word cannot hold).
+        let Some(node) = magazine.link.node(address_bits) else {
+            return Err(magazine);
+        };
         // SeqCst on the counters: the working-set argument (see `Level`) needs one total
         // order of counter changes and links; it is paid once per magazine, not per item.
         let reserved = if cfg!(magazine_mutant = "fixed_cap_load_then_push") {
@@ -379,10 +389,26 @@ impl<T> Drop for Stack<T> {
 mod tests {
     use super::*;
 
+    /// A node whose address does not fit is no panic: the push hands the magazine back,
+    /// items and all, and the link keeps no node.
+    #[test]
+    fn a_node_that_does_not_fit_refuses_the_push() {
+        let mut link = Link::<u32>::new();
+        assert_eq!(link.node(0), None, "every heap address has a bit set");
+        assert!(link.node.is_null());
+        let mut magazine = Magazine::new(2);
+        assert!(magazine.push(7u32).is_ok());
+        let stack = Stack::new();
+        let mut refused = stack
+            .reserve_then_link_within(magazine, usize::MAX, 0)
+            .expect_err("no node fits in 0 bits");
+        assert_eq!((refused.pop(), stack.len()), (Some(7), 0));
+    }
+
     #[test]
     fn a_word_keeps_the_node_and_the_tag() {
         let mut link = Link::<u32>::new();
-        let node = link.node(ADDRESS_BITS);
+        let node = link.node(ADDRESS_BITS).unwrap();
         for tag in [0, 1, TAG_MASK - 1, TAG_MASK] {
             let word = pack(node, tag);
             assert_eq!(node_of::<u32>(word), node);

@@ -5,12 +5,11 @@
 
 use crate::magazine::Magazine;
 use crate::pair::MagazinePair;
-#[cfg(all(magazine_rseq, not(miri)))]
-use crate::slot::SlotClaim;
-use crate::slot::{Slot, SlotGuard};
+use crate::slot::{Slot, SlotGuard, Taken};
 use crate::source::Source;
 use crate::sync::{AtomicBool, Backoff, Ordering};
 
+use super::release::KeepItem;
 use super::Cache;
 
 impl<S: Source> Cache<S> {
@@ -43,13 +42,17 @@ impl<S: Source> Cache<S> {
             .is_ok()
         {
             let flushing = ClearOnDrop(&self.flushing);
-            let found = self.flush_until_found(&mut home);
+            let (item, refused) = self.flush_until_found(&mut home);
             if cfg!(magazine_mutant = "flush_flag_stays_set") {
                 // MUTANT: the flag is never cleared; the next exhausted allocation waits.
                 core::mem::forget(flushing);
+            } else if !cfg!(magazine_mutant = "flush_flag_over_source") {
+                // Cleared before the source runs: a source whose `free_batch` allocates
+                // from this cache must not wait for its own flush. (MUTANT when kept.)
+                drop(flushing);
             }
-            if found.is_some() {
-                return found;
+            if let Some(item) = item {
+                return Some(self.release_all_holding(refused, item));
             }
         } else {
             // Meanwhile, steal: the flush takes one slot at a time, thieves take others.
@@ -60,8 +63,33 @@ impl<S: Source> Cache<S> {
                 }
                 backoff.snooze();
             }
+            // One more look once the flush is over: what it did not keep is in the depot
+            // now (the Acquire load above saw its Release), and the source may be empty.
+            if !cfg!(magazine_mutant = "waiter_skips_last_look") {
+                if let Some(item) = self.take_cached(&mut home, true) {
+                    return Some(item);
+                }
+            }
         }
         self.source_alloc()
+    }
+
+    /// Returns the magazines a `Fixed` depot refused (`[found, rest]` of an exhaustion
+    /// flush) to the source while holding `item`, the allocation's (see
+    /// [`release_holding`](Self::release_holding)); returns the item.
+    fn release_all_holding(
+        &self,
+        refused: [Option<Magazine<S::Item>>; 2],
+        item: S::Item,
+    ) -> S::Item {
+        match refused {
+            [None, None] => item,
+            [first, second] => {
+                let held = KeepItem::new(self.depot(), item);
+                self.release_each([first, second]);
+                held.into_inner()
+            }
+        }
     }
 
     /// The flush of an exhausted allocation (see [the exhaustion
@@ -73,7 +101,7 @@ impl<S: Source> Cache<S> {
     /// back from it one at a time (only what `keep_found` cannot keep and a `Fixed` depot
     /// at its cap refuses goes there), and it cannot chase producers that push into the
     /// depot as fast as it drains. `None`: nothing was cached anywhere it could reach.
-    fn flush_until_found(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
+    fn flush_until_found(&self, home: &mut Home<'_, S::Item>) -> Kept<S::Item> {
         for (index, slot) in self.slots.iter().enumerate() {
             let near = self.depot.near(index);
             // Each magazine that holds items, replaced by an empty one; the slot is given
@@ -81,11 +109,15 @@ impl<S: Source> Cache<S> {
             let [first, second] = match Self::take_for_items(slot) {
                 None => continue,
                 #[cfg(all(magazine_rseq, not(miri)))]
-                Some(Victim::Previous(mut claim)) => [
-                    Some(core::mem::replace(claim.previous(), near.empty_magazine())),
-                    None,
-                ],
-                Some(Victim::Whole(mut slot)) => slot.with(|magazines| magazines.take_items(&near)),
+                Some(Taken::Previous(mut claim)) => {
+                    let previous = claim.previous();
+                    [
+                        (!previous.is_empty())
+                            .then(|| core::mem::replace(previous, near.empty_magazine())),
+                        None,
+                    ]
+                }
+                Some(Taken::Whole(mut slot)) => slot.with(|magazines| magazines.take_items(&near)),
             };
             let (found, rest) = match (first, second) {
                 (Some(found), rest) => (found, rest),
@@ -103,7 +135,9 @@ impl<S: Source> Cache<S> {
             self.counters.steals.add(1);
             return self.keep_found(found, rest, home);
         }
-        let found = self.depot.pop_refill()?;
+        let Some(found) = self.depot.pop_refill() else {
+            return (None, [None, None]);
+        };
         self.counters.depot_pops.add(1);
         self.keep_found(found, None, home)
     }
@@ -112,13 +146,15 @@ impl<S: Source> Cache<S> {
     /// allocation took out of a slot or the depot, with `rest`, the slot's other one when
     /// it held items too) and keeps the rest where the caller allocates next: as the
     /// loaded and previous magazines of its handle or slot when both of theirs are empty
-    /// (so that one take of a slot brings all it held), else in the depot.
+    /// (so that one take of a slot brings all it held), else in the depot. Returns the
+    /// item, and the magazines a `Fixed` depot refused, which the caller returns to the
+    /// source once the flush is over (calls no source itself).
     fn keep_found(
         &self,
         mut found: Magazine<S::Item>,
         rest: Option<Magazine<S::Item>>,
         home: &mut Home<'_, S::Item>,
-    ) -> Option<S::Item> {
+    ) -> Kept<S::Item> {
         let item = found.pop();
         debug_assert!(item.is_some(), "a found magazine holds items");
         // The two empty magazines they replace, or both back when the caller's are not empty.
@@ -138,25 +174,19 @@ impl<S: Source> Cache<S> {
             },
             Home::Busy => Err((found, rest)),
         };
-        match kept {
-            Ok(empties) => empties
-                .into_iter()
-                .flatten()
-                .for_each(|empty| self.depot.push_empty(empty)),
-            Err((found, rest)) => [Some(found), rest]
-                .into_iter()
-                .flatten()
-                .for_each(|magazine| self.give_to_depot(magazine)),
-        }
-        item
-    }
-
-    /// A magazine out of every slot and stack goes back to the depot (the empty stack when
-    /// it is empty); one that a `Fixed` depot refuses goes to the source.
-    fn give_to_depot(&self, magazine: Magazine<S::Item>) {
-        if let Err(refused) = self.depot.push_any(magazine) {
-            self.release_to_source(refused);
-        }
+        let refused = match kept {
+            Ok(empties) => {
+                empties
+                    .into_iter()
+                    .flatten()
+                    .for_each(|empty| self.depot.push_empty(empty));
+                [None, None]
+            }
+            Err((found, rest)) => {
+                [Some(found), rest].map(|magazine| self.depot.push_any(magazine?).err())
+            }
+        };
+        (item, refused)
     }
 
     /// An item from what is cached outside the caller's own magazines: the depot, else,
@@ -190,10 +220,10 @@ impl<S: Source> Cache<S> {
         }
         if let Some((item, refused)) = self.depot.alloc_loose() {
             self.counters.depot_pops.add(1);
-            if let Some(refused) = refused {
-                self.release_to_source(refused);
-            }
-            return Some(item);
+            return Some(match refused {
+                Some(refused) => self.release_holding(refused, item),
+                None => item,
+            });
         }
         if !steal {
             return None;
@@ -233,19 +263,19 @@ impl<S: Source> Cache<S> {
         match Self::take_for_items(slot) {
             None => false,
             #[cfg(all(magazine_rseq, not(miri)))]
-            Some(Victim::Previous(mut claim)) => thief.steal_magazine(claim.previous()),
-            Some(Victim::Whole(mut victim)) => victim.with(|victim| thief.steal_from(victim)),
+            Some(Taken::Previous(mut claim)) => thief.steal_magazine(claim.previous()),
+            Some(Taken::Whole(mut victim)) => victim.with(|victim| thief.steal_from(victim)),
         }
     }
 
     /// Takes `slot` for a thread that wants its items (a steal, the exhaustion flush);
     /// `None` when it is busy. Never waits. On a CPU that runs restartable sequences, a
     /// slot that looks empty is skipped, and a slot whose `previous` magazine holds items
-    /// is only claimed ([`Victim::Previous`]: no sequence touches `previous`), without
+    /// is only claimed ([`Taken::Previous`]: no sequence touches `previous`), without
     /// what taking its loaded magazine costs: the slot CPU's acknowledgement, else a fence
     /// (a system call and an interrupt of that CPU), which a consumer that outruns a
     /// producer would otherwise pay on most polls.
-    fn take_for_items(slot: &Slot<S::Item>) -> Option<Victim<'_, S::Item>> {
+    fn take_for_items(slot: &Slot<S::Item>) -> Option<Taken<'_, S::Item>> {
         #[cfg(all(magazine_rseq, not(miri)))]
         if slot.runs_sequences() {
             if slot.looks_empty() {
@@ -257,14 +287,17 @@ impl<S: Source> Cache<S> {
                 core::mem::forget(claim);
                 // SAFETY: none; a sequence that read `FREE` before the claim may commit
                 // into the loaded magazine: the bug the stress test must find.
-                return Some(Victim::Whole(unsafe { slot.guard_after_sequences() }));
+                return Some(Taken::Whole(unsafe { slot.guard_after_sequences() }));
             }
             return Some(match claim.previous().is_empty() {
-                false => Victim::Previous(claim),
-                true => Victim::Whole(claim.take_whole()),
+                false => Taken::Previous(claim),
+                // When its CPU cannot be fenced, the claim of an empty `previous`: nothing.
+                true => claim
+                    .take_whole()
+                    .map_or_else(Taken::Previous, Taken::Whole),
             });
         }
-        Self::take_victim(slot).map(Victim::Whole)
+        Self::take_victim(slot).map(Taken::Whole)
     }
 
     /// Takes a slot whose magazines another thread wants (a steal, an exhaustion flush, an
@@ -290,16 +323,9 @@ impl<S: Source> Cache<S> {
     }
 }
 
-/// What a thread that wants another CPU slot's items holds of it
-/// ([`Cache::take_for_items`]).
-enum Victim<'a, T> {
-    /// A claim of a slot whose CPU runs restartable sequences, whose `previous` magazine
-    /// holds items: that magazine is ours, the loaded one is not.
-    #[cfg(all(magazine_rseq, not(miri)))]
-    Previous(SlotClaim<'a, T>),
-    /// The whole slot.
-    Whole(SlotGuard<'a, T>),
-}
+/// What the exhaustion flush found and kept ([`Cache::keep_found`]): an item for the
+/// allocation, and the magazines a `Fixed` depot refused, for the source.
+type Kept<T> = (Option<T>, [Option<Magazine<T>>; 2]);
 
 /// Where an allocation on the slow path keeps a magazine it finds.
 pub(crate) enum Home<'p, T> {

@@ -57,6 +57,15 @@ impl<S: Source> Cache<S> {
         }
     }
 
+    /// [`release_to_source`](Self::release_to_source) of `refused` while the caller holds
+    /// `item`, which it took from the cache: if the source panics, a [`KeepItem`] puts the
+    /// item into the depot instead of letting it unwind away. Returns the item.
+    pub(crate) fn release_holding(&self, refused: Magazine<S::Item>, item: S::Item) -> S::Item {
+        let held = KeepItem::new(&self.depot, item);
+        self.release_to_source(refused);
+        held.into_inner()
+    }
+
     pub(super) fn drain_magazines(&self, magazines: &mut MagazinePair<S::Item>) {
         self.free_to_source(&mut magazines.loaded);
         self.free_to_source(&mut magazines.previous);
@@ -65,6 +74,21 @@ impl<S: Source> Cache<S> {
     /// Returns every non-empty depot magazine to the source and frees the empty ones.
     pub(super) fn drain_depot(&self) {
         let popped = self.depot.drain(|magazine| drop(self.release(magazine)));
+        self.counters.depot_pops.add(popped);
+    }
+
+    /// [`drain_depot`](Self::drain_depot) for a flush while other threads may work: as
+    /// many non-empty magazines as the depot held when it started, so that a flush ends
+    /// while producers keep pushing (when quiescent, that is all of them).
+    pub(super) fn drain_depot_once(&self) {
+        let limit = match cfg!(magazine_mutant = "flush_drains_unbounded") {
+            // MUTANT: the flush drains until the depot is empty, chasing the producers.
+            true => usize::MAX,
+            false => self.depot.full_len(),
+        };
+        let popped = self
+            .depot
+            .drain_at_most(limit, |magazine| drop(self.release(magazine)));
         self.counters.depot_pops.add(popped);
     }
 }
@@ -94,6 +118,46 @@ impl<T> Drop for Rescue<'_, T> {
             if !magazine.is_empty() {
                 self.depot.push_full_unbounded(magazine);
             }
+        }
+    }
+}
+
+/// Holds an item that the caller took out of the cache while a call that may panic (the
+/// source, for a magazine a `Fixed` depot refused) runs; if it panics, the guard puts the
+/// item into the depot, in a magazine of its own, past a `Fixed` cap if need be, so that
+/// the item is not dropped with the unwinding caller.
+pub(crate) struct KeepItem<'a, T> {
+    depot: &'a Depot<T>,
+    item: Option<T>,
+}
+
+impl<'a, T> KeepItem<'a, T> {
+    pub(crate) fn new(depot: &'a Depot<T>, item: T) -> Self {
+        Self {
+            depot,
+            item: Some(item),
+        }
+    }
+
+    /// Takes the item back: the danger is over.
+    pub(crate) fn into_inner(mut self) -> T {
+        self.item.take().expect("held until now")
+    }
+}
+
+impl<T> Drop for KeepItem<'_, T> {
+    fn drop(&mut self) {
+        let Some(item) = self.item.take() else {
+            return;
+        };
+        if cfg!(magazine_mutant = "held_item_dropped") {
+            // MUTANT: the item unwinds away with the caller.
+            drop(item);
+            return;
+        }
+        let mut magazine = self.depot.empty_magazine();
+        if magazine.push(item).is_ok() {
+            self.depot.push_full_unbounded(magazine);
         }
     }
 }
