@@ -3,7 +3,10 @@
 //!
 //! Every routine allocates one item, passes it through `black_box`, and frees it, so each
 //! measures a hit on both operations. The owned `Vec` pop+push is the floor: no sharing,
-//! no atomics, no lookup.
+//! no atomics, no lookup. Besides the queues, two object pools a user might pick instead:
+//! `lockfree-object-pool`'s `LinearObjectPool` (a pull and the drop of its handle) and
+//! `sharded-slab`'s `Pool` (a `create_with` and a `clear` of its key, on the thread that
+//! created it).
 
 mod common;
 
@@ -14,6 +17,7 @@ use std::sync::Mutex;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use crossbeam_queue::{ArrayQueue, SegQueue};
+use lockfree_object_pool::LinearObjectPool;
 
 /// Items each pool starts with: enough that neither operation ever misses.
 const WARM: u64 = 64;
@@ -111,6 +115,27 @@ fn fast_path(c: &mut Criterion) {
             let seg = black_box(&seg);
             let item = seg.pop().unwrap();
             seg.push(black_box(item));
+        })
+    });
+
+    let linear = LinearObjectPool::<u64>::new(|| 0, |item| *item = 0);
+    drop(linear.pull()); // warm: the object exists, a pull reuses it
+    group.bench_function("lockfree-object-pool LinearObjectPool", |b| {
+        b.iter(|| {
+            let item = black_box(&linear).pull();
+            black_box(&*item);
+            drop(item);
+        })
+    });
+
+    let slab = sharded_slab::Pool::<Option<u64>>::new();
+    let warm = slab.create_with(|item| *item = Some(0)).unwrap();
+    slab.clear(warm);
+    group.bench_function("sharded-slab Pool", |b| {
+        b.iter(|| {
+            let slab = black_box(&slab);
+            let key = slab.create_with(|item| *item = Some(1)).unwrap();
+            slab.clear(black_box(key));
         })
     });
 

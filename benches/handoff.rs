@@ -7,6 +7,14 @@
 //! exhausted source: its `alloc` returns `None` after the cache's flush-and-retry, which
 //! also collects what a producer left in its CPU slot. Threads are created and set up
 //! before a barrier; only the work after it is timed (see `common::run_timed`).
+//!
+//! The object pools (`lockfree-object-pool`'s `LinearObjectPool`, `sharded-slab`'s
+//! `Pool`) take back only objects they handed out and never run dry (a pull from an empty
+//! pool makes a new object), so their rows differ (see [`run_pool`]): a producer pulls its
+//! objects before the clock starts and gives them back timed, a consumer pulls as many
+//! timed and never waits. So these rows time what the pool costs the two sides, not a
+//! hand-off: `sharded-slab` returns an object to the shard of the thread that created it,
+//! so the consumers' pulls never see the producers' objects.
 
 mod common;
 
@@ -16,6 +24,7 @@ use std::thread;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use crossbeam_queue::{ArrayQueue, SegQueue};
+use lockfree_object_pool::{LinearObjectPool, LinearReusable};
 use magazine::Cache;
 
 use common::FreeList;
@@ -68,6 +77,78 @@ impl Channel for Cache<FreeList> {
     fn take(&self) -> Option<u64> {
         self.alloc()
     }
+}
+
+/// An object pool as a user would put it in place of the cache: objects are pulled and
+/// given back through the handles it hands out.
+trait ObjectPool: Sync {
+    type Handle<'p>
+    where
+        Self: 'p;
+    fn pull(&self) -> Self::Handle<'_>;
+    fn give_back<'p>(&'p self, handle: Self::Handle<'p>);
+}
+
+/// Dropping the handle returns the object.
+impl ObjectPool for LinearObjectPool<u64> {
+    type Handle<'p> = LinearReusable<'p, u64>;
+    fn pull(&self) -> LinearReusable<'_, u64> {
+        LinearObjectPool::pull(self)
+    }
+    fn give_back<'p>(&'p self, handle: LinearReusable<'p, u64>) {
+        drop(handle);
+    }
+}
+
+/// The handle is the slot's key.
+impl ObjectPool for sharded_slab::Pool<Option<u64>> {
+    type Handle<'p> = usize;
+    fn pull(&self) -> usize {
+        self.create_with(|item| *item = Some(1))
+            .expect("the slab has room")
+    }
+    fn give_back(&self, key: usize) {
+        assert!(self.clear(key), "a key the pool handed out");
+    }
+}
+
+/// Objects a pool row moves per timed run (split among the producers), the unit the other
+/// rows count in: at most twice as many objects are out at once. That bound matters:
+/// `LinearObjectPool` scans its pages of 32 objects from the first for a free one, so each
+/// pull costs more with every object out, and that cost is part of its rows.
+const POOL_CHUNK: u64 = BATCH;
+
+/// Times `total` items through `pool` in runs of [`POOL_CHUNK`]: in each, a producer pulls
+/// its share before the barrier and gives it back timed, a consumer pulls its share timed
+/// and gives it back after its clock stopped. Returns the sum of the runs' times.
+fn run_pool<P: ObjectPool>(pool: &P, threads: usize, total: u64) -> std::time::Duration {
+    let pairs = threads / 2;
+    let mut elapsed = std::time::Duration::ZERO;
+    let mut left = total;
+    while left > 0 {
+        let chunk = left.min(POOL_CHUNK);
+        left -= chunk;
+        elapsed += common::run_timed(threads, |i, barrier| {
+            let (role, index) = (i % 2, i / 2);
+            let items = share(index, pairs, chunk);
+            let count = items.end - items.start;
+            if role == 0 {
+                let held: Vec<_> = (0..count).map(|_| pool.pull()).collect();
+                common::timed(barrier, || {
+                    held.into_iter()
+                        .for_each(|handle| pool.give_back(black_box(handle)))
+                })
+            } else {
+                let mut got = Vec::with_capacity(count as usize);
+                let span = common::timed(barrier, || {
+                    (0..count).for_each(|_| got.push(black_box(pool.pull())))
+                });
+                got.into_iter().for_each(|handle| pool.give_back(handle));
+                span
+            }
+        });
+    }
+    elapsed
 }
 
 /// Items of producer `p` of `producers` when `total` items move.
@@ -173,6 +254,17 @@ fn handoff(c: &mut Criterion) {
         let locked = Mutex::new(Vec::new());
         group.bench_function(BenchmarkId::from_parameter("Mutex<Vec>"), |b| {
             b.iter_custom(|iters| run_channel(&locked, threads, iters * BATCH))
+        });
+
+        let linear = LinearObjectPool::<u64>::new(|| 0, |item| *item = 0);
+        group.bench_function(
+            BenchmarkId::from_parameter("lockfree-object-pool LinearObjectPool"),
+            |b| b.iter_custom(|iters| run_pool(&linear, threads, iters * BATCH)),
+        );
+
+        let slab = sharded_slab::Pool::<Option<u64>>::new();
+        group.bench_function(BenchmarkId::from_parameter("sharded-slab Pool"), |b| {
+            b.iter_custom(|iters| run_pool(&slab, threads, iters * BATCH))
         });
 
         group.finish();
