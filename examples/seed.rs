@@ -22,15 +22,17 @@
 //! calls and items held; its IOPS column is a model (the device limit, or the calls per
 //! second one tree lock serves divided by the slow-path calls per I/O), not a measurement.
 //!
-//! Prints one table per mode on stdout and writes `target/seed/seed.csv` and
-//! `target/seed/seed.svg`.
+//! Prints one table per mode on stdout, then a legend of the columns, and writes
+//! `target/seed/seed.csv` and `target/seed/seed.svg`. The case study built on it, with
+//! its tables and sources, is `examples/seed/README.md`.
 //!
 //! ```text
-//! cargo run --release --example seed                       # the README's tables
+//! cargo run --release --example seed                       # the case study's tables
 //! cargo run --release --example seed -- --seconds 2 --check   # CI: exit 1 if a claim fails
 //! cargo run --release --example seed -- --target 16 --working-set-ms 2000,100,1000
 //!                                        # a target the depot exceeds; compare intervals
 //! cargo run --release --example seed -- --modes strict     # one mode only
+//! cargo run --release --example seed -- --wide             # one value per column
 //! cargo run --release --example seed -- --unpinned-jobs 12  # 12 migrating fio-like jobs
 //! cargo run --release --example seed -- --threads 2 --seconds 2
 //!                      # real threads, ops per second; the tree lock's capacity C
@@ -96,6 +98,7 @@ fn main() -> ExitCode {
         println!("{mode} ({})", mode.describe());
         println!("{}", report::table(outcomes, &scenario));
     }
+    println!("{}", report::legend(&scenario));
     match write_outputs(&by_mode, &outcomes) {
         Ok(paths) => paths.iter().for_each(|p| println!("wrote {}", p.display())),
         Err(error) => {

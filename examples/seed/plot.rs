@@ -1,9 +1,10 @@
 //! The plot: small multiples, one column per unmap mode and one panel per policy, each on
 //! its own axes so that no policy hides another. A panel shows the depot length (blue,
-//! left axis: per bucket of time the most and the fewest full magazines seen, around
-//! flush-timer drains included) and the slow-path calls since the end of the warm-up (red, right axis), the
-//! idle phase shaded
-//! and the end of the warm-up marked.
+//! left axis: per bucket of time the most and the fewest magazines holding items seen,
+//! flush-timer drains and the highs `Stats::depot_peak` recorded between samples
+//! included, so that the title's peaks are values of the dark line) and the slow-path
+//! calls since the end of the warm-up (red, right axis), the idle phase shaded and the end
+//! of the warm-up marked.
 
 use std::path::Path;
 
@@ -63,12 +64,12 @@ fn draw_title(
     )?;
     let small = TextStyle::from(("sans-serif", 13).into_font());
     area.draw_text(
-        "Blue, left axis: full magazines in the depot per 1/400 of the time axis; dark: the most, light: the fewest seen (at samples every --sample-ms and around each flush-timer drain).",
+        "Blue, left axis: magazines holding IOVAs in the depot per 1/400 of the time axis; dark: the most, light: the fewest seen (samples every --sample-ms, flush-timer drains, highs between samples).",
         &small,
         (10, 28),
     )?;
     area.draw_text(
-        "Red, right axis: cumulative slow-path calls (allocs + frees) from the end of the warm-up (thin black line). Grey: idle phase (no I/O; trims and the flush timer keep their schedule).",
+        "Red, right axis: cumulative slow-path calls (allocs + frees) from the end of the warm-up (thin black line). Grey: idle phase. Title: depot peaks = the dark line's highest, load / run.",
         &small,
         (10, 46),
     )?;
@@ -129,7 +130,7 @@ fn draw_panel(
     chart
         .configure_mesh()
         .x_desc("simulated s")
-        .y_desc("full magazines")
+        .y_desc("magazines with IOVAs")
         .y_label_formatter(&|v| compact(*v))
         .label_style(("sans-serif", 11))
         .axis_desc_style(("sans-serif", 11))
@@ -173,8 +174,8 @@ fn draw_panel(
     Ok(())
 }
 
-/// Per bucket of `width` seconds (at least one sample each): (start, fewest full magazines
-/// seen, end) and (start, highest depot length seen, end).
+/// Per bucket of `width` seconds (at least one sample each): (start, fewest magazines
+/// holding items seen, end) and (start, the most seen, end).
 type Bucket = (f64, f64, f64);
 fn buckets(samples: &[Sample], width: f64) -> (Vec<Bucket>, Vec<Bucket>) {
     let (mut low, mut high): (Vec<Bucket>, Vec<Bucket>) = (Vec::new(), Vec::new());

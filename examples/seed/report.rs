@@ -3,53 +3,89 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use magazine::DepotPolicy;
+
 use crate::contender::{millis, Role};
 use crate::scenario::{Mode, Scenario, STEADY_SECONDS};
 use crate::sim::{Outcome, Phase};
 
 /// The table of one mode, one row per policy: slow-path rates, depot lengths, items held,
-/// and the lock-capacity IOPS model for each capacity in `lock_mcalls`.
+/// and the lock-capacity IOPS model for each capacity in `lock_mcalls`. Related figures
+/// share a column ("a / b") unless `--wide` asks for one value per column; [`legend`]
+/// defines every column.
 pub fn table(outcomes: &[Outcome], scenario: &Scenario) -> String {
-    let mut header: Vec<String> = [
-        "policy",
-        "trim every",
-        "slow allocs/1k I/O",
-        "slow frees/1k I/O",
-        "depot peak (load)",
-        "depot peak (run)",
-        "held at load end",
-        "held after idle",
-        "back to target",
-    ]
-    .map(String::from)
-    .to_vec();
-    header.extend(
-        scenario
-            .lock_mcalls
-            .iter()
-            .map(|c| format!("model IOPS, C={}M", trim_float(*c))),
-    );
+    let capacities: Vec<String> = scenario
+        .lock_mcalls
+        .iter()
+        .map(|c| trim_float(*c))
+        .collect();
+    let mut header: Vec<String> = vec![
+        "policy".into(),
+        "trim every".into(),
+        "slow allocs/1k".into(),
+        "slow frees/1k".into(),
+    ];
+    if scenario.wide {
+        header.extend(
+            [
+                "depot peak (load)",
+                "depot peak (run)",
+                "held at load end",
+                "held after idle",
+                "back to target",
+            ]
+            .map(String::from),
+        );
+        header.extend(capacities.iter().map(|c| format!("model IOPS, C={c}M")));
+    } else {
+        header.extend(
+            [
+                "depot peak load/run",
+                "held load end/idle",
+                "back to target",
+            ]
+            .map(String::from),
+        );
+        header.push(format!("model IOPS at C={}M", capacities.join("/")));
+    }
     let rows: Vec<Vec<String>> = outcomes
         .iter()
         .map(|o| {
+            let back = match o.contender.depot {
+                // A fixed depot has a cap, not a target it is trimmed back to.
+                DepotPolicy::Fixed { .. } => "-".into(),
+                DepotPolicy::Dynamic { .. } => o
+                    .back_to_target_ns
+                    .map_or("never".into(), |ns| format!("{:.1} s", ns as f64 / 1e9)),
+            };
+            let iops: Vec<String> = scenario
+                .lock_mcalls
+                .iter()
+                .map(|&c| format!("{:.2}", model_iops(scenario, o, c * 1e6) / 1e6))
+                .collect();
             let mut row = vec![
                 o.contender.name.clone(),
                 o.contender.trim_every_ms.map_or("-".into(), millis),
                 format!("{:.4}", o.allocs_per_k()),
                 format!("{:.4}", o.frees_per_k()),
-                o.depot_peak.to_string(),
-                o.depot_peak_run.to_string(),
-                o.held_at_load_end.to_string(),
-                o.held_after_idle.to_string(),
-                o.back_to_target_ns
-                    .map_or("never".into(), |ns| format!("{:.1} s", ns as f64 / 1e9)),
             ];
-            row.extend(
-                scenario
-                    .lock_mcalls
-                    .iter()
-                    .map(|&c| format!("{:.2}M", model_iops(scenario, o, c * 1e6) / 1e6)),
-            );
+            if scenario.wide {
+                row.extend([
+                    o.depot_peak.to_string(),
+                    o.depot_peak_run.to_string(),
+                    o.held_at_load_end.to_string(),
+                    o.held_after_idle.to_string(),
+                    back,
+                ]);
+                row.extend(iops.into_iter().map(|v| v + "M"));
+            } else {
+                row.extend([
+                    format!("{}/{}", o.depot_peak, o.depot_peak_run),
+                    format!("{}/{}", o.held_at_load_end, o.held_after_idle),
+                    back,
+                    iops.join("/"),
+                ]);
+            }
             row
         })
         .collect();
@@ -57,9 +93,7 @@ pub fn table(outcomes: &[Outcome], scenario: &Scenario) -> String {
     let wall: f64 = outcomes.iter().map(|o| o.wall.as_secs_f64()).sum();
     writeln!(
         out,
-        "(C: slow-path calls per second the one tree lock serves. Model IOPS = min({:.2}M device limit, C / slow-path calls per I/O): a model, not a measurement. Rates count the I/Os after the {}% warm-up. Simulation wall time of this mode, summed over policies: {wall:.1} s.)",
-        scenario.iops as f64 / 1e6,
-        trim_float(scenario.warmup_percent),
+        "(Simulation wall time of this mode, summed over policies: {wall:.1} s.)"
     )
     .unwrap();
     if let Some(o) = outcomes.first().filter(|o| o.mode.lazy()) {
@@ -80,6 +114,42 @@ pub fn table(outcomes: &[Outcome], scenario: &Scenario) -> String {
         .unwrap();
     }
     out
+}
+
+/// What every column of [`table`] means, printed once after the tables.
+pub fn legend(scenario: &Scenario) -> String {
+    let (peak, held, then) = if scenario.wide {
+        (
+            "depot peak (load), (run)",
+            "held at load end, after idle",
+            ", and",
+        )
+    } else {
+        ("depot peak load/run", "held load end/idle", " /")
+    };
+    let lines = [
+        "Columns:".to_string(),
+        "  policy: the depot policy (Fixed{cap}: a capped depot; OnePerTick{target}, WorkingSet{target}: Dynamic depots trimmed to their target; never trimmed: Dynamic, no trim() call)".into(),
+        "  trim every: simulated time between two trim() calls (-: never trimmed)".into(),
+        format!(
+            "  slow allocs/1k, slow frees/1k: calls to the source (the IOVA tree) per 1000 I/Os, counted after the {}% warm-up",
+            trim_float(scenario.warmup_percent)
+        ),
+        format!(
+            "  {peak}: the most magazines holding IOVAs (full or partly filled) the depot held at once (Stats::depot_peak): during the load{then} over the whole run, which adds the completion of the last in-flight I/Os and the idle phase (there trim's idle-slot reclaim moves the slots' magazines into the depot just before it releases them)"
+        ),
+        format!(
+            "  {held}: IOVAs cached in the slots and the depot plus those queued in flush queues: when the load stopped and its in-flight I/Os completed{then} after {} s of idle time",
+            trim_float(scenario.idle_seconds)
+        ),
+        "  back to target: simulated time from the end of the load until the depot held no more magazines than its target (never: not within the idle phase; -: a Fixed depot, which has a cap and no target)".into(),
+        format!(
+            "  model IOPS{}: min({:.2}M device limit, C / slow-path calls per I/O), in millions, for each capacity C of the one tree lock in millions of slow-path calls per second: a model, not a measurement",
+            if scenario.wide { ", C=..M" } else { " at C=..M" },
+            scenario.iops as f64 / 1e6,
+        ),
+    ];
+    lines.join("\n") + "\n"
 }
 
 /// The lock-capacity model: the device's IOPS unless the slow-path calls per I/O need
@@ -174,14 +244,14 @@ pub fn write_csv(outcomes: &[Outcome], path: &Path) -> std::io::Result<()> {
     std::fs::write(path, csv)
 }
 
-/// A property the README claims, and whether this run shows it.
+/// A property the case study claims, and whether this run shows it.
 pub struct Property {
     pub claim: String,
     pub holds: bool,
     pub measured: String,
 }
 
-/// The properties the README claims, evaluated on the outcomes of one mode. Which ones
+/// The properties the case study claims, evaluated on the outcomes of one mode. Which ones
 /// apply depends on the mode, on the load's length (`STEADY_SECONDS`), on whether the
 /// trim target is Linux's (`target = cpus`) and on whether the load is pinned.
 pub fn properties(outcomes: &[Outcome], scenario: &Scenario) -> Vec<Property> {
@@ -212,7 +282,7 @@ pub fn properties(outcomes: &[Outcome], scenario: &Scenario) -> Vec<Property> {
         never.allocs_per_k(),
         tick.allocs_per_k(),
     );
-    // The comparisons with Fixed{32} are claims about the pinned load the README shows;
+    // The comparisons with Fixed{32} are claims about the pinned load the case study shows;
     // with --unpinned-jobs the slots that jobs leave behind dominate the slow path.
     let pinned = scenario.unpinned_jobs.is_none();
     match mode {

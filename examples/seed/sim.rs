@@ -27,12 +27,16 @@ pub enum Phase {
 pub struct Sample {
     pub ns: u64,
     pub phase: Phase,
-    /// Full magazines in the depot at the sample's instant.
+    /// Magazines holding items (full or partly filled) in the depot at the sample's
+    /// instant (`Stats::depot_full`).
     pub depot_full: usize,
-    /// The most full magazines seen since the previous sample: at this sample and right
-    /// after every flush-queue timer drain in between (the lazy mode's spikes).
+    /// The most such magazines seen since the previous sample: at this sample, right
+    /// after every flush-queue timer drain in between (the lazy mode's spikes), and any
+    /// new high `Stats::depot_peak` recorded in between (inside a trim's idle-slot
+    /// reclaim, or between two interrupts). So the highest value over the samples is the
+    /// run's `depot_peak_run`.
     pub depot_full_max: usize,
-    /// The fewest full magazines seen since the previous sample: at this sample and right
+    /// The fewest such magazines seen since the previous sample: at this sample and right
     /// before every flush-queue timer drain in between.
     pub depot_full_min: usize,
     pub depot_empty: usize,
@@ -52,10 +56,11 @@ pub struct Outcome {
     pub counted_slow: SlowPath,
     /// Slow-path calls of the whole load, warm-up included.
     pub load_slow: SlowPath,
-    /// The most full magazines the depot held during the load.
+    /// The most magazines holding items the depot held during the load
+    /// (`Stats::depot_peak` at its end).
     pub depot_peak: usize,
-    /// The most full magazines the depot held during the whole run: the load, the
-    /// completion of the last in-flight I/Os, and the idle phase.
+    /// The same over the whole run: the load, the completion of the last in-flight I/Os,
+    /// and the idle phase.
     pub depot_peak_run: usize,
     /// Items in the slots, the depot and the flush queues once the load stopped and its
     /// I/Os completed.
@@ -205,9 +210,11 @@ struct Run<'a> {
     trims: Option<Every>,
     sampler: Every,
     samples: Vec<Sample>,
-    /// The most and the fewest full magazines seen since the last sample.
+    /// The most and the fewest magazines holding items seen since the last sample.
     depot_max: usize,
     depot_min: usize,
+    /// `Stats::depot_peak` at the last sample: a higher one since is a high of this interval.
+    peak_seen: usize,
 }
 
 /// Simulates `contender` on the scenario in `mode`: the load, then the idle phase.
@@ -230,6 +237,7 @@ pub fn simulate(
         samples: Vec::new(),
         depot_max: 0,
         depot_min: usize::MAX,
+        peak_seen: 0,
     };
     // The same seed for every policy: they all see the same completions in the same order
     // (the random draws never depend on the cache's state).
@@ -245,6 +253,11 @@ pub fn simulate(
 
     let (warm, done) = run.load(&mut load, &mut rng, bar);
     let load_end_ns = scenario.ns_at(done.ios);
+    // A sample at the load's end, so that the load's peak is on the plotted line before
+    // the completions below raise it.
+    if run.samples.last().is_none_or(|s| s.ns < load_end_ns) {
+        run.push_sample(load_end_ns, Phase::Load);
+    }
     let depot_peak = run.cache.stats().depot_peak;
     // The load stops: the device completes what is in flight, nobody resubmits.
     {
@@ -257,7 +270,27 @@ pub fn simulate(
     let depot_after_idle = run.cache.stats().depot_full;
     bar.finish();
 
-    let audit = run.audit(load.in_flight());
+    let depot_peak_run = run.cache.stats().depot_peak;
+    let mut audit = run.audit(load.in_flight());
+    // The plot's panel titles quote the two peaks: each must be a value of its line.
+    let line_peak = |phase: Option<Phase>| {
+        run.samples
+            .iter()
+            .filter(|s| phase.is_none_or(|p| s.phase == p))
+            .map(|s| s.depot_full_max)
+            .max()
+            .unwrap_or(0)
+    };
+    for (what, peak, line) in [
+        ("load", depot_peak, line_peak(Some(Phase::Load))),
+        ("run", depot_peak_run, line_peak(None)),
+    ] {
+        if peak != line {
+            audit.push(format!(
+                "depot peak ({what}) {peak}, but the plotted line's highest is {line}"
+            ));
+        }
+    }
     Outcome {
         mode,
         contender: contender.clone(),
@@ -265,7 +298,7 @@ pub fn simulate(
         counted_slow: done.slow.since(warm.slow),
         load_slow: done.slow,
         depot_peak,
-        depot_peak_run: run.cache.stats().depot_peak,
+        depot_peak_run,
         held_at_load_end,
         held_after_idle,
         depot_after_idle,
@@ -376,6 +409,13 @@ impl Run<'_> {
 
     fn push_sample(&mut self, now_ns: u64, phase: Phase) {
         let stats = self.cache.stats();
+        // The peak only rises: a rise since the last sample is a high of this interval
+        // that no sample saw (a trim's idle-slot reclaim pushes the slots' magazines and
+        // releases them within one call).
+        if stats.depot_peak > self.peak_seen {
+            self.peak_seen = stats.depot_peak;
+            self.depot_max = self.depot_max.max(stats.depot_peak);
+        }
         self.samples.push(Sample {
             ns: now_ns,
             phase,
