@@ -52,6 +52,52 @@ use crate::source::Source;
 /// });
 /// assert!(cache.stats().alloc_hits >= 1998);
 /// ```
+///
+/// # In a `thread_local!`
+///
+/// A handle per thread without passing one around: keep it in a `thread_local!`. The
+/// handle borrows its cache and a thread-local lives as long as its thread, so the cache
+/// must be `'static`, e.g. a `static` `std::sync::LazyLock`. Each thread's
+/// handle is made on its first use and dropped when the thread exits, which gives its
+/// magazines to the depot. A `static` is never dropped: [`Cache::flush`] returns what is
+/// cached when the source must see everything come back. (`examples/thread_local.rs` is
+/// the same as a program.)
+///
+/// ```
+/// use std::cell::RefCell;
+/// use std::sync::LazyLock;
+/// use magazine::{Cache, LocalCache, Source};
+/// # struct Ids(std::sync::atomic::AtomicU32);
+/// # impl Source for Ids {
+/// #     type Item = u32;
+/// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+/// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+/// # }
+///
+/// static CACHE: LazyLock<Cache<Ids>> = LazyLock::new(|| Cache::new(Ids(Default::default())));
+///
+/// thread_local! {
+///     static LOCAL: RefCell<LocalCache<'static, Ids>> = RefCell::new(CACHE.local());
+/// }
+///
+/// fn alloc_id() -> u32 {
+///     LOCAL.with(|local| local.borrow_mut().alloc()).expect("ids never run out")
+/// }
+///
+/// fn free_id(id: u32) {
+///     LOCAL.with(|local| local.borrow_mut().free(id));
+/// }
+///
+/// let worker = std::thread::spawn(|| {
+///     let id = alloc_id();
+///     free_id(id);
+///     assert_eq!(alloc_id(), id, "a hit on this thread's handle");
+///     free_id(id);
+/// });
+/// worker.join().unwrap(); // its handle was dropped: the id waits in the depot
+/// assert_eq!(CACHE.cached(), 1);
+/// assert_eq!(alloc_id(), 0, "this thread's handle refills from the depot");
+/// ```
 pub struct LocalCache<'a, S: Source> {
     cache: &'a Cache<S>,
     /// Taken out only by `drop`.

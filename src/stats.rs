@@ -19,7 +19,10 @@ use crate::sync::{AtomicUsize, Ordering};
 /// `source_frees` with every item they return to the source (`trimmed` counts the trimmed
 /// magazines alone). The rates ([`alloc_hit_rate`](Self::alloc_hit_rate),
 /// [`free_hit_rate`](Self::free_hit_rate), [`source_share`](Self::source_share)) subtract
-/// trims out. `Display` prints the line you would log:
+/// trims out. `Display` prints the line you would log; the totals of allocations and frees
+/// are estimates (the counters do not count an operation the depot or the source served
+/// directly, see [`alloc_hit_rate`](Self::alloc_hit_rate)), so the line marks them with
+/// `~`, and the rates computed from them are estimates too:
 ///
 /// ```
 /// # use magazine::{Cache, Source};
@@ -35,9 +38,9 @@ use crate::sync::{AtomicUsize, Ordering};
 /// # assert_eq!(cache.alloc_on(0), Some(id));
 /// let stats = cache.stats();
 /// println!("id cache: {stats}");
-/// // id cache: alloc 1/2 hits (50.0%), free 1/1 hits (100.0%), source 1 allocs 0 frees, ...
+/// // id cache: alloc 1/~2 hits (50.0%), free 1/~1 hits (100.0%), source 1 allocs 0 frees, ...
 /// assert_eq!(stats.alloc_hit_rate(), Some(0.5));
-/// assert!(stats.to_string().starts_with("alloc 1/2 hits (50.0%)"));
+/// assert!(stats.to_string().starts_with("alloc 1/~2 hits (50.0%), free 1/~1 hits"));
 /// ```
 ///
 /// ```
@@ -170,17 +173,19 @@ fn percent(f: &mut fmt::Formatter<'_>, value: Option<f64>) -> fmt::Result {
 
 impl fmt::Display for Stats {
     /// One line for a log: hits and rates, slow path, depot, trims and the rare events.
+    /// `~` marks the estimated totals (and so the rates) of allocations and frees; every
+    /// other figure is a count.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "alloc {}/{} hits (",
+            "alloc {}/~{} hits (",
             self.alloc_hits,
             self.allocs_estimated()
         )?;
         percent(f, self.alloc_hit_rate())?;
         write!(
             f,
-            "), free {}/{} hits (",
+            "), free {}/~{} hits (",
             self.free_hits,
             self.frees_estimated()
         )?;
