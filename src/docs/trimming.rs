@@ -39,8 +39,9 @@
 //! A working-set trim releases what the depot did not need during the last interval. If
 //! the interval is shorter than the swings of the load, magazines that are idle for a
 //! moment are released and then rebuilt from the source a moment later. The seed scenario
-//! (256 virtual CPUs, 16 interrupt CPUs, target 16; see the README: `cargo run --release
-//! --example seed -- --target 16 --working-set-ms 2000,100,1000`, 2026-12-05) measured,
+//! (256 virtual CPUs, 16 interrupt CPUs, target 16; the case study
+//! `examples/seed/README.md`: `cargo run --release --example seed -- --target 16
+//! --working-set-ms 2000,100,1000`, 2026-12-05) measured,
 //! in slow-path allocations per 1000 I/Os relative to a depot that is never trimmed, in
 //! its three modes (lazy-submit, lazy-irq, strict):
 //!
