@@ -463,8 +463,9 @@ impl IovaDomain {
 
     /// Reserves `pfn_lo..=pfn_hi` so that it is never allocated (Linux `reserve_iova`),
     /// e.g. an MSI window or a PCI hole. Reserving over reserved pages is allowed; they
-    /// stay reserved. If only cached (freed) ranges are in the way, the caches are
-    /// flushed first.
+    /// stay reserved, in the ranges they were reserved as (Linux merges them: see
+    /// [Differences from Linux](crate::iova#differences-from-linux)). If only cached
+    /// (freed) ranges are in the way, the caches are flushed first.
     ///
     /// # Errors
     ///
