@@ -314,7 +314,7 @@ impl<S: Source> Cache<S> {
     /// When the source runs dry:
     ///
     /// ```
-    /// use magazine::{Cache, Source};
+    /// use magazine::{Cache, Config, Source};
     /// use std::sync::Mutex;
     ///
     /// /// Two ids only.
@@ -325,7 +325,9 @@ impl<S: Source> Cache<S> {
     ///     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { self.0.lock().unwrap().extend(items) }
     /// }
     ///
-    /// let cache = Cache::new(Two(Mutex::new(vec![0, 1])));
+    /// // Two slots, whatever the machine (the default is a slot per CPU).
+    /// let config = Config { cpus: 2, ..Config::default() };
+    /// let cache = Cache::with_config(Two(Mutex::new(vec![0, 1])), config);
     /// let a = cache.alloc_on(0).unwrap();
     /// let b = cache.alloc_on(0).unwrap();
     /// cache.free_on(1, a); // cached on slot 1

@@ -316,3 +316,151 @@ fn library_modules_have_no_import_cycle() {
         visit(module, &uses, &mut Vec::new(), &mut done);
     }
 }
+
+/// A source that frees new items into its own cache from `free_batch`, the way a program
+/// whose other threads keep freeing looks to a flush: each returned magazine brings a new
+/// one into the depot. `Cache::flush` drained the depot until it found it empty, so it
+/// chased such producers without end (38 s in a reproducer, returning only once the
+/// producer stopped); now it takes the depot's magazines as many as were there when it
+/// got to them.
+#[test]
+fn flush_ends_while_frees_keep_coming() {
+    use std::sync::{OnceLock, Weak};
+
+    struct Refilling {
+        next: AtomicU32,
+        cache: OnceLock<Weak<Cache<Arc<Refilling>>>>,
+        refills: AtomicUsize,
+    }
+
+    impl Source for Refilling {
+        type Item = u32;
+
+        fn alloc(&self) -> Option<u32> {
+            Some(self.next.fetch_add(1, Ordering::Relaxed))
+        }
+
+        fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) {
+            items.for_each(drop);
+            let cache = self.cache.get().and_then(Weak::upgrade);
+            if let Some(cache) = cache {
+                // A full magazine's worth, and one more: the slot spills one to the depot.
+                if self.refills.fetch_add(1, Ordering::Relaxed) < 1_000_000 {
+                    for _ in 0..3 {
+                        cache.free_on(0, self.next.fetch_add(1, Ordering::Relaxed));
+                    }
+                }
+            }
+        }
+    }
+
+    let source = Arc::new(Refilling {
+        next: AtomicU32::new(0),
+        cache: OnceLock::new(),
+        refills: AtomicUsize::new(0),
+    });
+    let config = Config {
+        magazine_size: 1,
+        cpus: 1,
+        ..Config::default()
+    };
+    let cache = Arc::new(Cache::with_config(Arc::clone(&source), config));
+    let ids: Vec<u32> = (0..8).map(|_| cache.alloc_on(0).unwrap()).collect();
+    ids.into_iter().for_each(|id| cache.free_on(0, id));
+    assert!(cache.stats().depot_full >= 4);
+    let _ = source.cache.set(Arc::downgrade(&cache));
+    cache.flush();
+    let refills = source.refills.load(Ordering::Relaxed);
+    assert!(
+        refills < 1_000_000,
+        "the flush chased the frees {refills} times"
+    );
+}
+
+/// A source whose `free_batch` allocates from its own cache, under contention (many
+/// threads on one slot, a small pool, a `Fixed` depot of one magazine): no slot and no
+/// flush flag is held while the source runs (the exhaustion flush used to keep its
+/// one-flush-at-a-time flag while it returned the magazines a `Fixed` depot refused, so
+/// such an allocation could wait for the flush it was part of), so nothing hangs and
+/// nothing is lost. (The refusal inside a flush needs a racing push: this test reaches
+/// it rarely, and is a conservation test of re-entry above all.)
+#[test]
+fn a_source_may_allocate_from_its_own_cache() {
+    use std::cell::Cell;
+    use std::sync::{Mutex, OnceLock, Weak};
+
+    thread_local! {
+        static INSIDE: Cell<bool> = const { Cell::new(false) };
+    }
+
+    struct Borrowing {
+        free: Mutex<Vec<u32>>,
+        cache: OnceLock<Weak<Cache<Arc<Borrowing>>>>,
+        borrowing: std::sync::atomic::AtomicBool,
+        borrowed: Mutex<Vec<u32>>,
+    }
+
+    impl Source for Borrowing {
+        type Item = u32;
+
+        fn alloc(&self) -> Option<u32> {
+            self.free.lock().unwrap().pop()
+        }
+
+        fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) {
+            self.free.lock().unwrap().extend(items);
+            if INSIDE.with(|inside| inside.replace(true)) {
+                return;
+            }
+            let borrowing = self.borrowing.load(Ordering::Relaxed);
+            if let Some(cache) = self
+                .cache
+                .get()
+                .and_then(Weak::upgrade)
+                .filter(|_| borrowing)
+            {
+                let borrowed = cache.alloc();
+                self.borrowed.lock().unwrap().extend(borrowed);
+            }
+            INSIDE.with(|inside| inside.set(false));
+        }
+    }
+
+    let source = Arc::new(Borrowing {
+        free: Mutex::new((0..16).collect()),
+        cache: OnceLock::new(),
+        borrowing: std::sync::atomic::AtomicBool::new(true),
+        borrowed: Mutex::new(Vec::new()),
+    });
+    let config = Config {
+        magazine_size: 2,
+        cpus: 1,
+        depot: DepotPolicy::Fixed { max_full: 1 },
+    };
+    let mut options = magazine::Options::default();
+    options.max_empty = Some(0);
+    let cache = Arc::new(Cache::with_options(Arc::clone(&source), config, options));
+    let _ = source.cache.set(Arc::downgrade(&cache));
+    std::thread::scope(|s| {
+        for seed in 0..4u32 {
+            let cache = &cache;
+            s.spawn(move || {
+                let mut held = Vec::new();
+                for round in 0..20_000u32 {
+                    match (round.wrapping_mul(2_654_435_761) ^ seed) % 3 {
+                        0 => held.pop().into_iter().for_each(|id| cache.free(id)),
+                        _ => held.extend(cache.alloc()),
+                    }
+                }
+                held.into_iter().for_each(|id| cache.free(id));
+            });
+        }
+    });
+    source.borrowing.store(false, Ordering::Relaxed);
+    let borrowed = std::mem::take(&mut *source.borrowed.lock().unwrap());
+    borrowed.into_iter().for_each(|id| cache.free(id));
+    drop(cache);
+    let mut home = source.free.lock().unwrap().clone();
+    home.sort_unstable();
+    assert_eq!(home, (0..16).collect::<Vec<_>>(), "ids lost or duplicated");
+}

@@ -46,9 +46,9 @@ impl<S: Source> Cache<S> {
             if cfg!(magazine_mutant = "flush_flag_stays_set") {
                 // MUTANT: the flag is never cleared; the next exhausted allocation waits.
                 core::mem::forget(flushing);
-            } else if !cfg!(magazine_mutant = "flush_flag_over_source") {
+            } else {
                 // Cleared before the source runs: a source whose `free_batch` allocates
-                // from this cache must not wait for its own flush. (MUTANT when kept.)
+                // from this cache must not wait for its own flush.
                 drop(flushing);
             }
             if let Some(item) = item {

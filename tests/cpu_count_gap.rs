@@ -1,0 +1,100 @@
+//! A CPU count below the highest CPU id + 1, as containers that mask
+//! `/sys/devices/system/cpu` (glibc then counts `/proc/stat`), sparse or offline CPU ids,
+//! and `Config::cpus` larger than the machine produce. `MAGAZINE_CPUS_CONF=1` makes the
+//! crate read a count of 1 (its test seam); CPUs beyond it still run sequences on their
+//! slots, which must then be fenced like the others: no hit may be read as part of a
+//! length, and nothing may be lost. One test in this binary, so that the variable is set
+//! before any thread starts; `.ci/run` also runs the whole test command with it.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::sync::Arc;
+use std::thread;
+
+use common::Tracking;
+use magazine::{Cache, Config, Options};
+
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: `cpu_set_t` is plain data; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: 0 is the calling thread; `set` is a valid set of `size` bytes.
+    assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut set) }, 0);
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below `CPU_SETSIZE`.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
+fn run_on(cpu: usize) {
+    // SAFETY: as in `allowed_cpus`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below `CPU_SETSIZE` (it came from `allowed_cpus`).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: 0 is the calling thread; `set` is a valid, non-empty set.
+    assert_eq!(unsafe { libc::sched_setaffinity(0, size, &set) }, 0);
+}
+
+#[test]
+fn cpus_beyond_the_configured_count_run_sequences_on_fenced_slots() {
+    std::env::set_var("MAGAZINE_CPUS_CONF", "1");
+    let cpus = allowed_cpus();
+    if cpus.len() < 2 {
+        eprintln!("one CPU allowed: no CPU beyond the count of 1 to run on, skipped");
+        return;
+    }
+    let mut options = Options::default();
+    options.restartable_sequences = true;
+    let config = Config {
+        magazine_size: 4,
+        cpus: cpus.iter().max().unwrap() + 1,
+        ..Config::default()
+    };
+    let source = Arc::new(Tracking::new(256));
+    let cache = Cache::with_options(Arc::clone(&source), config, options);
+    if !cache.runs_restartable_sequences() {
+        eprintln!("no restartable sequences here: skipped");
+        return;
+    }
+    let beyond = *cpus.last().unwrap();
+    // Hits on the last CPU's slot, counted in its length word by the sequences.
+    thread::scope(|s| {
+        s.spawn(|| {
+            run_on(beyond);
+            let ids: Vec<u32> = (0..3).map(|_| cache.alloc().unwrap()).collect();
+            ids.into_iter().for_each(|id| cache.free(id));
+            let id = cache.alloc().unwrap();
+            cache.free(id);
+        });
+    });
+    run_on(cpus[0]);
+    assert_eq!(cache.cached(), 3, "a hit count read as part of a length");
+    // Both CPUs at work while this thread flushes, counts and takes the last CPU's slot.
+    thread::scope(|s| {
+        for &cpu in &cpus[..2] {
+            let cache = &cache;
+            s.spawn(move || {
+                run_on(cpu);
+                let mut held = Vec::new();
+                for round in 0..100_000 {
+                    match round % 7 < 4 {
+                        true => held.extend(cache.alloc()),
+                        false => held.pop().into_iter().for_each(|id| cache.free(id)),
+                    }
+                }
+                held.into_iter().for_each(|id| cache.free(id));
+            });
+        }
+        for _ in 0..200 {
+            cache.flush_cpu(beyond);
+            assert!(
+                cache.cached() <= 256,
+                "a hit count read as part of a length"
+            );
+        }
+    });
+    drop(cache);
+    source.assert_all_home();
+}
