@@ -71,7 +71,8 @@
 //!    drop return items to the source exactly once. A source that panics loses nothing:
 //!    the items it did not take stay in a slot or go to the depot, and the cache keeps
 //!    serving. (Limits: a source that panics while the cache itself is being dropped
-//!    leaves the remaining items to be dropped with the cache; and the cache cannot see a
+//!    leaves the remaining items to be dropped with the cache (see [`docs::failures`]);
+//!    and the cache cannot see a
 //!    double free or a foreign item: [freeing each item once](docs::obligations) is the
 //!    caller's obligation.)
 //! 2. [**Memory safety.**](docs::design#invariant-2-memory-safety) Depot nodes (each
@@ -137,12 +138,15 @@
 //! with `Cache::start_default_reaper` on an `Arc<Cache>` (feature `std`). The measurements
 //! behind the advice are in [`docs::trimming`].
 //!
-//! # Unwinding
+//! # Unwinding and failures
 //!
 //! Slot ownership is held by a guard, so a panic never leaves a slot taken. The source
-//! never runs while a slot is held: while its `free_batch` runs, the magazine being
-//! drained (and any other taken out with it) is held by a rescue guard that returns it to
-//! the depot on unwind, past a `Fixed` cap if need be.
+//! never runs while a slot is held or a flush's flag is set: while its `free_batch` runs,
+//! the magazine being drained (and any other taken out with it) is held by a rescue guard
+//! that returns it to the depot on unwind, past a `Fixed` cap if need be, and an item the
+//! caller already took out is held by a guard that does the same for it. A failed
+//! `membarrier` never panics. [`docs::failures`] has the contract path by path, with
+//! failing system calls, configuration edges, re-entry and signals.
 
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(missing_docs)]

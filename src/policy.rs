@@ -166,7 +166,8 @@ pub struct Options {
     /// least `sysconf(_SC_NPROCESSORS_CONF)`; `Config::default()`'s available parallelism
     /// is smaller under a CPU affinity mask or a cgroup limit, and the sequences are then
     /// off: [`Cache::runs_restartable_sequences`](crate::Cache::runs_restartable_sequences)
-    /// tells) and no
+    /// tells; a count below the highest CPU id + 1 costs fences, not soundness: see
+    /// [`docs::design`](crate::docs::design#restartable-sequences)) and no
     /// [`current_cpu`](Self::current_cpu) of its own, whose magazines hold fewer than
     /// `2^32` items (the length shares a word with the hit counts). A hit then takes no
     /// lock and does no read-modify-write, and a thread preempted in the middle of one

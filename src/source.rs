@@ -24,8 +24,10 @@ use alloc::sync::Arc;
 ///
 /// # Panics
 ///
-/// A source may panic; the cache stays consistent and loses no item (see the crate docs
-/// on unwinding).
+/// A source may panic; the cache stays consistent and loses no item, except that a panic
+/// while the cache itself is being dropped leaves the remaining items to be dropped with
+/// it ([`docs::failures`](crate::docs::failures#a-source-that-panics) has each path). A
+/// source may also call into its own cache, but not from a signal handler.
 ///
 /// # Example
 ///

@@ -311,6 +311,32 @@
 //! `exhausted_allocations_fence_only_slots_with_items`); only a slot that holds items can
 //! cost one.
 //!
+//! **Which slots, and what the CPU count decides.** The sequences run on the slot whose
+//! index is the CPU id, for any id below the number of slots; so every slot of a cache
+//! that runs them is fenced (claimed and fenced, or acknowledged, when taken from
+//! elsewhere), whatever CPU count the system reports. The count
+//! (`sysconf(_SC_NPROCESSORS_CONF)`) only decides whether the cache runs sequences at
+//! all (a slot for every counted CPU), for speed: it can be below the highest CPU id + 1
+//! (sparse or offline ids, a container whose `/sys/devices/system/cpu` is masked, where
+//! glibc counts `/proc/stat`), and that costs fences, never soundness. (An earlier
+//! version fenced only the slots below the count, while the sequences ran on every slot:
+//! a CPU in the gap changed a slot that others took with a plain compare-and-swap, with
+//! its hit counts read as part of a length. `tests/cpu_count_gap.rs` and the CI run with
+//! `MAGAZINE_CPUS_CONF=1`, the crate's test seam that lowers the count, pin it down.)
+//!
+//! **When the fence fails.** `membarrier` can fail after it was registered (a seccomp
+//! filter that denies it). `rseq::fence_cpu` then has two other ways to the same
+//! guarantee, both from the fact that one thread runs on a CPU at a time: a thread that
+//! already runs on the slot's CPU needs no fence at all (a sequence that was in flight
+//! there has committed, or was preempted or migrated, which aborts it), and a thread
+//! elsewhere moves itself there for a moment (`sched_setaffinity`, then back). When that
+//! fails too, the take gives its claim back instead of taking the loaded magazine: steals
+//! and the exhaustion flush take `previous` alone, `alloc_on`/`free_on` for that slot miss
+//! (the depot or another slot serves), and `flush_cpu`, `flush` and `cached` return with
+//! the loaded magazine left cached (counted by a look). The slot's own CPU keeps using it,
+//! and the cache's drop returns it. Nothing panics with a claim in the owner word
+//! (`tests/fences.rs`).
+//!
 //! A thread that holds a slot through its miss path still makes the other threads on
 //! that CPU miss (it was preempted while owning the slot); removing that
 //! would need the miss path itself to run in sequences (exchanging whole magazines with

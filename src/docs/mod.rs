@@ -7,6 +7,8 @@
 //!   Linux.
 //! - [`obligations`]: what the cache trusts its caller and its source to do (no double
 //!   frees, no foreign items, no re-entry from callbacks), and the limits of its counters.
+//! - [`failures`]: what the cache guarantees when something fails: a panicking source,
+//!   path by path; failing system calls; configuration at its edges; re-entry; signals.
 //! - [`trimming`]: how often to call [`Cache::trim`](crate::Cache::trim) for each policy,
 //!   and the measurements behind the advice.
 //! - [`limits`]: what the cache does not do or costs more for, with the figures behind
@@ -16,6 +18,7 @@
 //! policy compared) is `examples/seed/README.md` in the repository.
 
 pub mod design;
+pub mod failures;
 pub mod limits;
 pub mod obligations;
 pub mod trimming;

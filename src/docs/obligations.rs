@@ -46,7 +46,8 @@
 //! A [`Source`] must hand out each item at most once until it gets it back through
 //! `free_batch`; the cache relies on that for conservation. It may panic: the cache stays
 //! consistent and keeps the items the source did not take (with one limit: a panic while
-//! the cache itself is being dropped leaves the remaining items to be dropped with it).
+//! the cache itself is being dropped leaves the remaining items to be dropped with it;
+//! [`failures`](super::failures#a-source-that-panics) has each path).
 //! `free_batch` should consume the whole iterator; items it leaves are offered again, and
 //! when a call consumes none the rest are dropped.
 //!
@@ -63,8 +64,11 @@
 //! Nothing in the type system prevents the re-entry; the rule is yours to keep.
 //!
 //! The source, by contrast, is never called while the cache holds a slot (flushes give
-//! the slot back before they hand its magazines to `free_batch`), so a source that calls
-//! back into the cache does not deadlock on a slot.
+//! the slot back before they hand its magazines to `free_batch`) or while an exhausted
+//! allocation's flush holds its flag, so a source that calls back into the cache waits for
+//! nothing (see [`failures`](super::failures#re-entry-from-the-source)). No function of
+//! the crate may be called from a signal handler
+//! (see [`failures`](super::failures#signals)).
 //!
 //! # Depot length on 32-bit targets
 //!
