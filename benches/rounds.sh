@@ -3,7 +3,7 @@
 # spread (benches/rounds.py). Run on a quiet machine: nothing else running.
 #
 #   bash benches/rounds.sh [rounds] [bench...]     (default: 3 rounds of
-#                                                  fast_path handoff depot io_loop iova)
+#                                                  fast_path handoff depot io_loop iova policies)
 #   FILTER='handoff/1->1/(magazine Cache|crossbeam ArrayQueue)' bash benches/rounds.sh 5 handoff
 #                                                  (only the benchmarks the regex matches)
 #
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3}
 shift || true
 benches=("$@")
-[ ${#benches[@]} -gt 0 ] || benches=(fast_path handoff depot io_loop iova)
+[ ${#benches[@]} -gt 0 ] || benches=(fast_path handoff depot io_loop iova policies)
 args=()
 for bench in "${benches[@]}"; do args+=(--bench "$bench"); done
 cargo bench --no-run "${args[@]}" >/dev/null 2>&1

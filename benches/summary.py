@@ -1,165 +1,207 @@
 #!/usr/bin/env python3
-"""Prints the BENCHMARKS.md tables from criterion's results of one `cargo bench` run.
+"""Prints BENCHMARKS.md's current-results tables from criterion's results.
 
-    python3 benches/summary.py [target/criterion]
+    python3 benches/summary.py [target/criterion]                  # one run
+    python3 benches/summary.py target/bench-round-{1,2,3}/criterion   # medians of runs
 
-Medians (criterion's `median.point_estimate` of each benchmark's latest run), with the
-ratio of each crate row to each baseline of its group.
+Every benchmark of every group gets a row (a contender the runs lack prints "missing").
+Each figure is the median over the runs of criterion's per-run median, with the lowest
+and highest per-run medians as its spread; each ratio is taken inside one run, where both
+rows saw the same machine, and its median over the runs is printed with the per-run
+spread in brackets. Time rows: ratio =
+time / baseline time (below 1: faster). Throughput rows (items per second): ratio = row
+throughput / baseline throughput (above 1: faster).
 """
+import statistics
 import sys
 
 from criterion_results import load
 
-r = load(sys.argv[1] if len(sys.argv) > 1 else "target/criterion")
+roots = sys.argv[1:] or ["target/criterion"]
+runs = [load(root) for root in roots]
 
 
-def get(key):
-    return r.get(key)
+def values(key):
+    return [run[key] for run in runs if key in run]
 
 
-def table(title, unit, rows, baselines):
-    """rows, baselines: [(label, key)]; ratio = time / baseline time."""
+def ratio(key, base, throughput):
+    """The per-run ratio's median over the runs that have both rows, with its spread."""
+    per_run = [
+        (run[base] / run[key]) if throughput else (run[key] / run[base])
+        for run in runs
+        if key in run and base in run
+    ]
+    if not per_run:
+        return ""
+    shown = f"{statistics.median(per_run):.2f}x"
+    if len(per_run) > 1:
+        shown += f" ({min(per_run):.2f}-{max(per_run):.2f})"
+    return shown
+
+
+def spread(xs, fmt):
+    if len(xs) < 2:
+        return "-"
+    return f"{fmt(min(xs))}-{fmt(max(xs))}"
+
+
+def table(title, rows, baselines=(), throughput=False):
+    """rows, baselines: [(label, key)]; a baseline also gets a row of its own."""
+    unit = "M items/s" if throughput else "ns"
     print(f"\n### {title}\n")
-    head = f"| | median ({unit}) |" + "".join(f" vs {b} |" for b, _ in baselines)
-    print(head)
-    print("|" + "---|" * (2 + len(baselines)))
-    for label, key in rows + baselines:
-        v = get(key)
-        if v is None:
+    heads = [f"{unit} (median)", "spread"] + [f"vs {label}" for label, _ in baselines]
+    print("| | " + " | ".join(heads) + " |")
+    print("|---" * (len(heads) + 1) + "|")
+    seen = set()
+    for label, key in list(rows) + list(baselines):
+        if key in seen:
             continue
-        cells = []
-        for _, bkey in baselines:
-            b = get(bkey)
-            if b is None or bkey == key:
-                cells.append(" |")
-                continue
-            ratio = v / b
-            cells.append(f" {ratio:.2f}x |")
-        print(f"| {label} | {v:.2f} |" + "".join(cells))
+        seen.add(key)
+        xs = values(key)
+        if not xs:
+            print(f"| {label} | missing |" + " |" * (len(heads) - 1))
+            continue
+        if throughput:
+            xs = [1e3 / v for v in xs]  # ns per item -> M items/s
+            fmt = lambda v: f"{v:.1f}"
+        else:
+            fmt = lambda v: f"{v:.2f}"
+        cells = [fmt(statistics.median(xs)), spread(xs, fmt)]
+        for _, base in baselines:
+            cells.append("" if base == key else ratio(key, base, throughput))
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
+
+print(f"Runs: {len(runs)} ({', '.join(roots)})")
 
 fp = "fast_path/"
 table(
-    "fast_path: one alloc+free pair, one thread (ns per pair; ratio = time / baseline time)",
-    "ns",
+    "fast_path: one alloc + free pair on one thread (ns per pair)",
     [
+        ("magazine `Cache` per-CPU, default (restartable sequences)", fp + "magazine Cache (per-CPU, rseq)"),
+        ("magazine `Cache` per-CPU, slot protocol (sequences off)", fp + "magazine Cache (per-CPU)"),
+        ("magazine `Cache` `alloc_on(0)`/`free_on(0)`, slot protocol", fp + "magazine Cache alloc_on/free_on(0)"),
         ("magazine `LocalCache`", fp + "magazine LocalCache"),
-        ("magazine `Cache` per-CPU (`alloc`/`free`)", fp + "magazine Cache (per-CPU)"),
-        ("magazine `Cache` `alloc_on(0)`/`free_on(0)`", fp + "magazine Cache alloc_on/free_on(0)"),
-    ],
-    [
-        ("owned `Vec` (floor)", fp + "vec_owned (floor)"),
         ("`thread_local!` `RefCell<Vec>`", fp + "thread_local RefCell<Vec>"),
         ("`Mutex<Vec>`", fp + "Mutex<Vec>"),
-        ("`ArrayQueue`", fp + "crossbeam ArrayQueue"),
-        ("`SegQueue`", fp + "crossbeam SegQueue"),
+        ("crossbeam `SegQueue`", fp + "crossbeam SegQueue"),
+        ("lockfree-object-pool `LinearObjectPool`", fp + "lockfree-object-pool LinearObjectPool"),
+        ("sharded-slab `Pool`", fp + "sharded-slab Pool"),
+        ("reference: 2x slot take + give back (CAS + Release store)",
+         fp + "reference: 2x slot take+give back (CAS + Release store)"),
+        ("reference: 2x `magazine::cpu::current()`", fp + "reference: 2x magazine::cpu::current()"),
     ],
+    [("owned `Vec` (floor)", fp + "vec_owned (floor)"), ("crossbeam `ArrayQueue`", fp + "crossbeam ArrayQueue")],
 )
-for label, key in [
-    ("reference: 2x slot take + give back (uncontended CAS + Release store)",
-     fp + "reference: 2x slot take+give back (CAS + Release store)"),
-    ("reference: 2x `magazine::cpu::current()` (`sched_getcpu`)", fp + "reference: 2x magazine::cpu::current()"),
-]:
-    if get(key) is not None:
-        print(f"| {label} | {get(key):.2f} |" + " |" * 5)
 
 for pairs in (1, 2, 4):
     g = f"handoff/{pairs}->{pairs}/"
-    print(f"\n### handoff {pairs} -> {pairs} ({2 * pairs} threads): million items per second; "
-          "ratio = crate throughput / baseline throughput\n")
-    base = [("`ArrayQueue`", g + "crossbeam ArrayQueue"), ("`SegQueue`", g + "crossbeam SegQueue"),
-            ("`Mutex<Vec>`", g + "Mutex<Vec>")]
-    print("| | Mitems/s |" + "".join(f" vs {b} |" for b, _ in base))
-    print("|" + "---|" * (2 + len(base)))
-    for label, key in [("magazine `LocalCache`", g + "magazine LocalCache"),
-                       ("magazine `Cache` per-CPU", g + "magazine Cache (per-CPU)")] + base:
-        v = get(key)
-        if v is None:
-            continue
-        cells = "".join(" |" if k == key or get(k) is None else f" {get(k) / v:.2f}x |" for _, k in base)
-        print(f"| {label} | {1000 / v:.1f} |" + cells)
+    table(
+        f"handoff {pairs} -> {pairs} ({2 * pairs} threads on the machine's cores): items per second",
+        [
+            ("magazine `Cache` per-CPU, default (restartable sequences)", g + "magazine Cache (per-CPU, rseq)"),
+            ("magazine `Cache` per-CPU, slot protocol", g + "magazine Cache (per-CPU)"),
+            ("magazine `LocalCache`", g + "magazine LocalCache"),
+            ("crossbeam `SegQueue`", g + "crossbeam SegQueue"),
+            ("`Mutex<Vec>`", g + "Mutex<Vec>"),
+            ("lockfree-object-pool `LinearObjectPool` (no hand-off, see below)",
+             g + "lockfree-object-pool LinearObjectPool"),
+            ("sharded-slab `Pool` (no hand-off, see below)", g + "sharded-slab Pool"),
+        ],
+        [("crossbeam `ArrayQueue`", g + "crossbeam ArrayQueue")],
+        throughput=True,
+    )
 
-print("\n### depot: ns per item moved (one free on one handle + one alloc on another)\n")
-print("| magazine size | hits only (no exchange) | through the depot | exchange cost per item | per magazine exchange |")
-print("|---|---|---|---|---|")
+for loop in ("io_loop", "io_loop_spsc", "io_loop_batched"):
+    for threads in ("1+1", "2+2"):
+        g = f"{loop}/{threads}/"
+        table(
+            f"{loop} {threads} (submitters + completers, closed pool of 4096): items per second",
+            [
+                ("magazine `Cache` per-CPU, default (restartable sequences)", g + "magazine Cache (per-CPU, rseq)"),
+                ("magazine `Cache` per-CPU, slot protocol", g + "magazine Cache (per-CPU)"),
+                ("magazine `LocalCache`", g + "magazine LocalCache"),
+                ("reference: the ring alone", g + "reference: the ring alone"),
+            ],
+            [("crossbeam `ArrayQueue` pool", g + "crossbeam ArrayQueue")],
+            throughput=True,
+        )
+g = "pairs/8/"
+table(
+    "pairs/8: 8 threads of alloc + free pairs on the machine's cores: items per second",
+    [
+        ("magazine `Cache` per-CPU, default (restartable sequences)", g + "magazine Cache (per-CPU, rseq)"),
+        ("magazine `Cache` per-CPU, slot protocol", g + "magazine Cache (per-CPU)"),
+    ],
+    [("crossbeam `ArrayQueue` pool", g + "crossbeam ArrayQueue")],
+    throughput=True,
+)
+
+d = "depot/exchange/"
+table(
+    "depot: one item moved from one handle to another (ns per item)",
+    [(f"through the depot, magazine size {m}", f"{d}LocalCache -> depot -> LocalCache/{m}") for m in (1, 16, 127)]
+    + [(f"hits only, size {m}", f"{d}hits only/{m}") for m in (1, 16)]
+    + [
+        ("per-CPU slots (`free_on(0)`/`alloc_on(1)`), size 127", d + "slot 0 -> depot -> slot 1/127"),
+        ("reference: 2x epoch pin (per exchange, ns)", d + "reference: 2x epoch pin (per exchange)"),
+        ("reference: 2x (node alloc + epoch-deferred free), pinned (per exchange, ns)",
+         d + "reference: 2x (node alloc + epoch-deferred free), pinned"),
+    ],
+    [("hits only, size 127", d + "hits only/127")],
+)
+print("\nExchange cost per item (through the depot minus hits only, per run, median):")
 for m in (1, 16, 127):
-    h = get(f"depot/exchange/hits only/{m}")
-    x = get(f"depot/exchange/LocalCache -> depot -> LocalCache/{m}")
-    if h is None or x is None:
-        continue
-    print(f"| {m} | {h:.2f} | {x:.2f} | {x - h:.2f} | {(x - h) * m:.0f} ns |")
-for label, key in [
-    ("reference: 2x epoch pin, per exchange", "depot/exchange/reference: 2x epoch pin (per exchange)"),
-    ("reference: 2x (node alloc + epoch-deferred free), per exchange",
-     "depot/exchange/reference: 2x (node alloc + epoch-deferred free), pinned"),
-]:
-    if get(key) is not None:
-        print(f"| {label} | | | | {get(key):.0f} ns |")
-x = get("depot/exchange/slot 0 -> depot -> slot 1/127")
-if x is not None:
-    print(f"| 127, per-CPU slots (`free_on(0)`/`alloc_on(1)`) | | {x:.2f} | | |")
-print("\n| threads (each moving items between its own two handles) | ns per item | Mitems/s total |")
-print("|---|---|---|")
-for t in (1, 2, 4):
-    v = get(f"depot/threads/{t}")
-    if v is not None:
-        print(f"| {t} | {v:.2f} | {1000 / v:.1f} |")
-print("\n| grow by 32 magazines, trim back to target 2 | ns per cycle | ns per item |")
-print("|---|---|---|")
-for name in ("WorkingSet", "OnePerTick"):
-    v = get(f"depot/trim_cycle/{name}")
-    if v is not None:
-        print(f"| {name} | {v * 32 * 127:.0f} | {v:.2f} |")
+    a, b = f"{d}LocalCache -> depot -> LocalCache/{m}", f"{d}hits only/{m}"
+    diffs = [run[a] - run[b] for run in runs if a in run and b in run]
+    shown = f"{statistics.median(diffs):.2f} ns" if diffs else "missing"
+    print(f"- magazine size {m}: {shown}")
+table(
+    "depot/threads: each thread moves items between its own two handles (items per second, all threads)",
+    [(f"{t} threads", f"depot/threads/{t}") for t in (2, 4)],
+    [("1 thread", "depot/threads/1")],
+    throughput=True,
+)
+table(
+    "depot/trim_cycle: grow by 32 magazines of 127, trim back to target 2 (ns per item)",
+    [("`OnePerTick`", "depot/trim_cycle/OnePerTick")],
+    [("`WorkingSet`", "depot/trim_cycle/WorkingSet")],
+)
 
-print("\n### policies: ns per I/O (seed pattern, 16 vCPUs, one thread)\n")
-print("| policy | ns per I/O |")
-print("|---|---|")
-for key in sorted(k for k in r if k.startswith("policies/")):
-    print(f"| {key.split('/', 1)[1]} | {get(key):.1f} |")
+table(
+    "policies: one I/O of the seed pattern at 16 vCPUs, one thread (ns per I/O)",
+    [
+        (f"`{name}`", f"policies/{name}")
+        for name in (
+            "Fixed{2} (Linux <= 6.6, scaled)",
+            "Fixed{16} (seed patch, scaled)",
+            "Dynamic{16, OnePerTick} /100ms",
+            "Dynamic{16, WorkingSet} /1s",
+        )
+    ],
+)
 
-print("\n### iova: one alloc+free pair, one thread (ns)\n")
-print("| pages | `alloc`+`free` (tree only) | `alloc_fast`+`free_fast` | speed-up |")
-print("|---|---|---|---|")
-for pages in (1, 4):
-    s, f = get(f"iova/alloc+free (tree only)/{pages}"), get(f"iova/alloc_fast+free_fast/{pages}")
-    if s is not None and f is not None:
-        print(f"| {pages} | {s:.1f} | {f:.1f} | {s / f:.2f}x |")
-
-print("\n| 2 threads at once, 1 page | ns per pair (both threads together) |")
-print("|---|---|")
-for name in ("alloc+free (tree only)", "alloc_fast+free_fast", "reference: Cache alloc+free (per-CPU)"):
-    v = get(f"iova/2 threads/{name}/1")
-    if v is not None:
-        print(f"| {name} | {v:.1f} |")
-
-print("\n### targets\n")
-print("| target | measured | met |")
-print("|---|---|---|")
-
-
-def target(name, value, ok, fmt):
-    if value is not None:
-        print(f"| {name} | {fmt.format(value)} | {'yes' if ok(value) else '**no**'} |")
-
-
-def ratio(a, b):
-    a, b = get(a), get(b)
-    return None if a is None or b is None else a / b
-
-
-target("`LocalCache` pair within 1.5x of the owned `Vec` floor",
-       ratio(fp + "magazine LocalCache", fp + "vec_owned (floor)"), lambda x: x <= 1.5, "{:.2f}x")
-target("`Cache` (per-CPU) pair within 6x of the floor",
-       ratio(fp + "magazine Cache (per-CPU)", fp + "vec_owned (floor)"), lambda x: x <= 6, "{:.2f}x")
-target("`Cache` (per-CPU) pair under half an `ArrayQueue` pair",
-       ratio(fp + "magazine Cache (per-CPU)", fp + "crossbeam ArrayQueue"), lambda x: x < 0.5, "{:.2f}x")
-g = "handoff/1->1/"
-target("handoff 1->1 (`LocalCache`) at least 3x `ArrayQueue` items/s",
-       ratio(g + "crossbeam ArrayQueue", g + "magazine LocalCache"), lambda x: x >= 3, "{:.2f}x")
-target("handoff 1->1 (`LocalCache`) at least 6x `Mutex<Vec>` items/s",
-       ratio(g + "Mutex<Vec>", g + "magazine LocalCache"), lambda x: x >= 6, "{:.2f}x")
-h, x = get("depot/exchange/hits only/127"), get("depot/exchange/LocalCache -> depot -> LocalCache/127")
-target("depot exchange under 2 ns per item moved (magazine size 127)",
-       None if h is None or x is None else x - h, lambda v: v < 2, "{:.2f} ns")
-target("IOVA fast path at least 10x the slow path (1 page, one thread)",
-       ratio("iova/alloc+free (tree only)/1", "iova/alloc_fast+free_fast/1"), lambda v: v >= 10, "{:.2f}x")
+for p in (1, 4):
+    table(
+        f"iova: one alloc + free pair of {p} page{'s' if p > 1 else ''} on an `IovaDomain` "
+        "holding 4096 ranges, one thread (ns per pair)",
+        [
+            ("`alloc_fast`+`free_fast` (checked)", f"iova/alloc_fast+free_fast/{p}"),
+            ("`alloc_fast`+`free_fast` (unchecked)", f"iova/alloc_fast+free_fast (unchecked)/{p}"),
+        ],
+        [("`alloc`+`free` (tree only)", f"iova/alloc+free (tree only)/{p}")],
+    )
+i2 = "iova/2 threads/"
+table(
+    "iova, two threads at once, 1 page (ns per pair, both threads together)",
+    [
+        (f"`{name}`", f"{i2}{name}/1")
+        for name in (
+            "alloc_fast+free_fast",
+            "alloc_fast+free_fast (unchecked)",
+            "reference: Cache alloc+free (per-CPU)",
+        )
+    ],
+    [("`alloc`+`free` (tree only)", i2 + "alloc+free (tree only)/1")],
+)
