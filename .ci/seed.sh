@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The seed scenario, shortened, with its properties checked in every mode (`--check` exits 1
-# when one fails): with the default flags, with the README's lower-target flags and with 12
+# when one fails): with the default flags, with the case study's lower-target flags (examples/seed/README.md) and with 12
 # unpinned jobs. Then `--threads` on 2 threads (it also measures the tree lock's capacity),
 # and `--threads 0` must be refused. Prints the tables and the time taken. Run from
 # anywhere: `bash .ci/seed.sh`.

@@ -801,7 +801,7 @@ impl<S: Source> Cache<S> {
     /// }
     /// let stats = cache.stats();
     /// assert_eq!((stats.alloc_hits, stats.source_allocs), (99, 1));
-    /// println!("{stats}"); // alloc 99/100 hits (99.0%), free 100/100 hits (100.0%), ...
+    /// println!("{stats}"); // alloc 99/~100 hits (99.0%), free 100/~100 hits (100.0%), ...
     /// ```
     pub fn stats(&self) -> Stats {
         let sum = |counter: fn(&Slot<S::Item>) -> &OwnedCounter| -> u64 {

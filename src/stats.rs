@@ -86,8 +86,10 @@ pub struct Stats {
     pub depot_full: usize,
     /// Empty magazines in the depot now (its stacks and its CPU shelves).
     pub depot_empty: usize,
-    /// The most full magazines the depot has held at once: the highest length its full
-    /// stack reached, and at least every `depot_full` a `stats()` call has seen. Between
+    /// The most magazines holding items that the depot has held at once (full ones, and
+    /// the partly filled ones that handle drops, idle-slot reclaims and rescues push onto
+    /// its full stack): the highest length that stack reached, and at least every
+    /// `depot_full` a `stats()` call has seen. Between
     /// two calls, magazines on CPU shelves (at most one per slot, see
     /// [`Options::cpu_shelves`](crate::Options::cpu_shelves)) may be missing from it.
     pub depot_peak: usize,

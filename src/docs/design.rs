@@ -369,7 +369,8 @@
 //! For each policy it reports slow-path allocations and frees per 1000 I/Os after
 //! warm-up, the depot's peak length, the items held at the end of the load, and the items
 //! held after the load stops and trims run. Time is the I/O count divided by the IOPS, so
-//! a run is deterministic for its seed. The README shows the results and
+//! a run is deterministic for its seed. The case study (`examples/seed/README.md` in the
+//! repository) shows the results and
 //! [`trimming`](super::trimming) the interval advice drawn from them.
 //!
 //! The IOVA allocator built on the cache ([`IovaDomain`]) follows the same mapping for a

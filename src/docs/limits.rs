@@ -21,7 +21,9 @@
 //! `775519c`). It runs only when the cache has a slot for every configured CPU
 //! ([`Config::cpus`] defaults to the available parallelism, which CPU affinity or a cgroup
 //! limit can make smaller: the sequences are then off) and no [`Options::current_cpu`] is
-//! set; [`Cache::runs_restartable_sequences`] tells.
+//! set; [`Cache::runs_restartable_sequences`] tells. A configured count below the highest
+//! CPU id + 1 costs fences, not soundness, and a `membarrier` that fails (a seccomp
+//! filter) degrades the takes of other CPUs' slots ([`docs::failures`](super::failures)).
 //!
 //! Its cost is elsewhere: a thread on another CPU takes a slot by claiming it; the slot's
 //! own CPU acknowledges the claim at its next operation, and only a claim that no
