@@ -17,6 +17,8 @@
 #   flush_drains_unbounded   a flush drains the depot until it is empty, chasing producers
 #   node_check_panics        a depot node whose address does not fit the head word panics
 #                            (with the magazine out of its place) instead of refusing
+#   refill_unguarded         a batch refill fills its magazine outside the rescue guard, so
+#                            a source that panics half way drops the items it handed
 #
 # The first three need restartable sequences and two CPUs: where the tests skip (they say
 # so), those mutants are skipped too. Debug builds (the bugs show as failed assertions or
@@ -38,6 +40,7 @@ MUTANTS=(
   "held_item_dropped --test unwinding a_panicking_source_on_the_busy_paths"
   "flush_drains_unbounded --test regressions flush_ends_while_frees_keep_coming"
   "node_check_panics --lib a_node_that_does_not_fit"
+  "refill_unguarded --test cache a_source_panicking_in_the_middle_of_a_batch"
 )
 
 # The tests first, unmutated: they must pass, and say whether they ran or skipped.

@@ -97,7 +97,9 @@ pub struct Cache<S: Source> {
 #[derive(Default)]
 pub(crate) struct CacheCounters {
     pub(crate) source_allocs: SharedCounter,
+    pub(crate) source_alloc_calls: SharedCounter,
     pub(crate) source_frees: SharedCounter,
+    pub(crate) source_free_calls: SharedCounter,
     pub(crate) busy_misses: SharedCounter,
     pub(crate) exhaustion_flushes: SharedCounter,
     pub(crate) steals: SharedCounter,
@@ -307,7 +309,10 @@ impl<S: Source> Cache<S> {
     ///
     /// let cache = Cache::new(Ids(Default::default()));
     /// let id = cache.alloc().expect("the source is never exhausted");
-    /// assert_eq!(cache.stats().source_allocs, 1, "nothing cached yet: the slow path");
+    /// // Nothing cached yet: the slow path, one call to the source for a magazine's worth
+    /// // (Options::source_batch), of which the allocation takes one.
+    /// let stats = cache.stats();
+    /// assert_eq!((stats.source_alloc_calls, stats.source_allocs), (1, 127));
     /// cache.free(id);
     /// ```
     ///
@@ -541,11 +546,13 @@ impl<S: Source> Cache<S> {
     /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
     /// # }
     ///
-    /// let cache = Cache::new(Ids(Default::default()));
-    /// let ids: Vec<u32> = (0..4).map(|_| cache.alloc_on(0).unwrap()).collect(); // 0, 1, 2, 3
+    /// // Magazines of 4: the first allocation brings ids 0 to 3 from the source.
+    /// let config = magazine::Config { magazine_size: 4, ..Default::default() };
+    /// let cache = Cache::with_config(Ids(Default::default()), config);
+    /// let ids: Vec<u32> = (0..4).map(|_| cache.alloc_on(0).unwrap()).collect(); // 3, 2, 1, 0
     /// ids.into_iter().for_each(|id| cache.free_on(0, id));
     /// // Only ids below 2 will do (say, addresses under a device's limit): the newest such one.
-    /// assert_eq!(cache.alloc_cached_where_on(0, |&id| id < 2), Some(1));
+    /// assert_eq!(cache.alloc_cached_where_on(0, |&id| id < 2), Some(0));
     /// // Nothing cached fits: None, and the source is not asked.
     /// assert_eq!(cache.alloc_cached_where_on(0, |&id| id > 100), None);
     /// assert_eq!(cache.stats().source_allocs, 4);
@@ -690,12 +697,12 @@ impl<S: Source> Cache<S> {
     /// # }
     ///
     /// let cache = Cache::new(Ids(Default::default()));
-    /// let id = cache.alloc_on(0).unwrap();
+    /// let id = cache.alloc_on(0).unwrap(); // a magazine of 127 from the source, one used
     /// cache.free_on(0, id);
-    /// assert_eq!(cache.cached(), 1);
+    /// assert_eq!(cache.cached(), 127);
     /// cache.flush_cpu(0); // CPU 0 goes offline: its items go back to the source
     /// assert_eq!(cache.cached(), 0);
-    /// assert_eq!(cache.stats().source_frees, 1);
+    /// assert_eq!(cache.stats().source_frees, 127);
     /// ```
     pub fn flush_cpu(&self, cpu: usize) {
         let index = cpu % self.slots.len();
@@ -741,7 +748,8 @@ impl<S: Source> Cache<S> {
     /// ids.into_iter().for_each(|id| cache.free_on(1, id));
     /// cache.flush(); // slots and depot: everything goes home
     /// assert_eq!(cache.cached(), 0);
-    /// assert_eq!(cache.stats().source_frees, 300);
+    /// // Three refills of a magazine (127 ids each) came from the source: all went back.
+    /// assert_eq!(cache.stats().source_frees, 3 * 127);
     /// ```
     pub fn flush(&self) {
         for cpu in 0..self.slots.len() {
@@ -800,7 +808,7 @@ impl<S: Source> Cache<S> {
     ///     cache.free_on(0, id);
     /// }
     /// let stats = cache.stats();
-    /// assert_eq!((stats.alloc_hits, stats.source_allocs), (99, 1));
+    /// assert_eq!((stats.alloc_hits, stats.source_alloc_calls), (99, 1));
     /// println!("{stats}"); // alloc 99/~100 hits (99.0%), free 100/~100 hits (100.0%), ...
     /// ```
     pub fn stats(&self) -> Stats {
@@ -828,7 +836,9 @@ impl<S: Source> Cache<S> {
                 + counters.depot_pushes.get()
                 + counters.local_free.exchanges.get(),
             source_allocs: counters.source_allocs.get(),
+            source_alloc_calls: counters.source_alloc_calls.get(),
             source_frees: counters.source_frees.get(),
+            source_free_calls: counters.source_free_calls.get(),
             trimmed: counters.trimmed.get(),
             depot_full: self.depot.full_len(),
             depot_empty: self.depot.empty_len(),
@@ -858,7 +868,7 @@ impl<S: Source> Cache<S> {
     ///
     /// let cache = Cache::new(Ids(AtomicU32::new(0)));
     /// cache.alloc().unwrap();
-    /// assert_eq!(cache.source().0.load(Ordering::Relaxed), 1, "one id handed out");
+    /// assert_eq!(cache.source().0.load(Ordering::Relaxed), 127, "a magazine's worth handed out");
     /// ```
     pub fn source(&self) -> &S {
         &self.source
@@ -899,9 +909,9 @@ impl<S: Source> Cache<S> {
     ///
     /// let cache = Cache::new(Ids(Default::default()));
     /// let ids: Vec<u32> = (0..5).map(|_| cache.alloc_on(0).unwrap()).collect();
-    /// assert_eq!(cache.cached(), 0, "all five in the caller's hands");
+    /// assert_eq!(cache.cached(), 122, "five of the source's batch of 127 in the caller's hands");
     /// ids.into_iter().for_each(|id| cache.free_on(0, id));
-    /// assert_eq!(cache.cached(), 5);
+    /// assert_eq!(cache.cached(), 127);
     /// ```
     pub fn cached(&self) -> usize {
         let in_slots: usize = self

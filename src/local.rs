@@ -93,10 +93,13 @@ use crate::source::Source;
 ///     free_id(id);
 ///     assert_eq!(alloc_id(), id, "a hit on this thread's handle");
 ///     free_id(id);
+///     id
 /// });
-/// worker.join().unwrap(); // its handle was dropped: the id waits in the depot
-/// assert_eq!(CACHE.cached(), 1);
-/// assert_eq!(alloc_id(), 0, "this thread's handle refills from the depot");
+/// // The worker's handle was dropped: its magazine (the source's batch of 127 ids, the
+/// // last one freed on top) waits in the depot.
+/// let id = worker.join().unwrap();
+/// assert_eq!(CACHE.cached(), 127);
+/// assert_eq!(alloc_id(), id, "this thread's handle refills from the depot");
 /// ```
 pub struct LocalCache<'a, S: Source> {
     cache: &'a Cache<S>,

@@ -198,6 +198,22 @@ pub struct Options {
     /// [`Cache::runs_restartable_sequences`](crate::Cache::runs_restartable_sequences)
     /// tells which one a cache runs.
     pub restartable_sequences: bool,
+    /// How many items an allocation that finds its magazines and the depot empty asks
+    /// the source for, in one [`Source::alloc_batch`](crate::Source::alloc_batch) call:
+    /// it keeps them as its slot's (or handle's) loaded magazine, so the next allocations
+    /// there are hits, and the source's lock is taken once per batch instead of once per
+    /// item. `None` (the default) means a whole magazine (`magazine_size`), as Bonwick's
+    /// magazine layer and SLUB's sheaves refill; `Some(1)` asks for one item at a time
+    /// with [`Source::alloc`](crate::Source::alloc) (the behaviour before batches, and
+    /// Linux's); values are capped at `magazine_size`, and 0 counts as 1. The exhaustion
+    /// path's last ask of the source is a batch too.
+    ///
+    /// The cost of a batch: items leave the source before anyone asks for them, so with
+    /// a pool close to exhaustion one slot may hold what another needs (the exhaustion
+    /// flush then steals it), and a cache that stops being used holds up to a magazine
+    /// more per slot until trimmed. `BENCHMARKS.md` has the measurements behind the
+    /// default (the `refill` group).
+    pub source_batch: Option<usize>,
 }
 
 impl Default for Options {
@@ -209,11 +225,20 @@ impl Default for Options {
             reclaim_idle_slots: None,
             cpu_shelves: None,
             restartable_sequences: true,
+            source_batch: None,
         }
     }
 }
 
 impl Options {
+    /// Items per source refill (see [`source_batch`](Self::source_batch)): 1 to
+    /// `magazine_size`.
+    pub(crate) fn source_batch(&self, config: &Config) -> usize {
+        self.source_batch
+            .unwrap_or(config.magazine_size)
+            .clamp(1, config.magazine_size.max(1))
+    }
+
     /// Whether trim reclaims idle slots under `policy` (see
     /// [`reclaim_idle_slots`](Self::reclaim_idle_slots)).
     pub(crate) fn reclaims_idle_slots(&self, policy: &DepotPolicy) -> bool {

@@ -5,8 +5,10 @@ use alloc::sync::Arc;
 
 /// The backing allocator: a range allocator, an id allocator, a slab.
 ///
-/// The cache calls it only on its slow paths: `alloc` when no magazine can serve, and
-/// `free_batch` with whole magazines (overflow of a `Fixed` depot, trim, flush, drop).
+/// The cache calls it only on its slow paths: `alloc_batch` (or `alloc`, one item at a
+/// time, with [`Options::source_batch`](crate::Options::source_batch) of 1) when no
+/// magazine can serve, and `free_batch` with whole magazines (overflow of a `Fixed`
+/// depot, trim, flush, drop).
 /// Neither is called while the cache holds a CPU slot, so the source may take its own
 /// locks freely.
 ///
@@ -78,6 +80,64 @@ pub trait Source: Send + Sync {
     /// Slow path: one item from the backing allocator, `None` when exhausted.
     fn alloc(&self) -> Option<Self::Item>;
 
+    /// Slow path: up to `max` items from the backing allocator in one call, each handed
+    /// to `out`; returns how many it handed (fewer than `max`, down to 0, when the
+    /// allocator runs short). The cache calls it when an allocation finds its magazines
+    /// and the depot empty, to fill a whole magazine with one call (one lock hold of the
+    /// allocator, where [`alloc`](Self::alloc) would take it once per item): see
+    /// [`Options::source_batch`](crate::Options::source_batch).
+    ///
+    /// The default calls [`alloc`](Self::alloc) until it has handed `max` items or the
+    /// allocator is exhausted, so sources written before batches keep working; implement
+    /// it to allocate under one lock hold. Hand each item to `out` as soon as it is
+    /// yours: if the source panics half way, the items it has handed are kept by the cache
+    /// (none is lost), and the ones it has not are its own. Handing more than `max` items
+    /// is a broken contract that the cache survives (the extra items are cached, not
+    /// lost), but not one to rely on.
+    ///
+    /// ```
+    /// use magazine::Source;
+    /// use std::sync::Mutex;
+    ///
+    /// struct Ids(Mutex<Vec<u32>>);
+    ///
+    /// impl Source for Ids {
+    ///     type Item = u32;
+    ///     fn alloc(&self) -> Option<u32> {
+    ///         self.0.lock().unwrap().pop()
+    ///     }
+    ///     fn alloc_batch(&self, max: usize, out: &mut dyn FnMut(u32)) -> usize {
+    ///         // One lock hold for the whole batch.
+    ///         let mut free = self.0.lock().unwrap();
+    ///         let take = max.min(free.len());
+    ///         let start = free.len() - take;
+    ///         free.drain(start..).for_each(&mut *out);
+    ///         take
+    ///     }
+    ///     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) {
+    ///         self.0.lock().unwrap().extend(items);
+    ///     }
+    /// }
+    ///
+    /// let ids = Ids(Mutex::new((0..10).collect()));
+    /// let mut got = Vec::new();
+    /// assert_eq!(ids.alloc_batch(4, &mut |id| got.push(id)), 4);
+    /// assert_eq!(got, [6, 7, 8, 9]);
+    /// assert_eq!(ids.alloc_batch(100, &mut |id| got.push(id)), 6, "short: the rest");
+    /// assert_eq!(ids.alloc_batch(100, &mut |id| got.push(id)), 0, "exhausted");
+    /// ```
+    fn alloc_batch(&self, max: usize, out: &mut dyn FnMut(Self::Item)) -> usize {
+        let mut handed = 0;
+        while handed < max {
+            let Some(item) = self.alloc() else {
+                break;
+            };
+            out(item);
+            handed += 1;
+        }
+        handed
+    }
+
     /// Returns items to the backing allocator; called with whole magazines (batched).
     ///
     /// The source should consume the whole iterator. Items it leaves are offered again in
@@ -94,6 +154,10 @@ macro_rules! forward_source {
 
             fn alloc(&self) -> Option<S::Item> {
                 (**self).alloc()
+            }
+
+            fn alloc_batch(&self, max: usize, out: &mut dyn FnMut(S::Item)) -> usize {
+                (**self).alloc_batch(max, out)
             }
 
             fn free_batch(&self, items: &mut dyn Iterator<Item = S::Item>) {

@@ -75,10 +75,17 @@ pub struct Stats {
     pub depot_pushes: u64,
     /// Items allocated from the source (the slow path).
     pub source_allocs: u64,
+    /// Calls that allocated from the source: `Source::alloc_batch` calls (each refills a
+    /// magazine with up to [`Options::source_batch`](crate::Options::source_batch) items
+    /// and serves one allocation), or `Source::alloc` calls with a batch of 1. Calls that
+    /// found the source exhausted are not counted.
+    pub source_alloc_calls: u64,
     /// Items returned to the source: overflow of a `Fixed` depot, trims, flushes and the
     /// cache's drop. (A free that finds every slot busy goes into a partly filled depot
     /// magazine, not to the source.)
     pub source_frees: u64,
+    /// `Source::free_batch` calls (each with at most a magazine of items).
+    pub source_free_calls: u64,
     /// Full magazines released by [`Cache::trim`](crate::Cache::trim).
     pub trimmed: u64,
     /// Magazines holding items in the depot now: full ones (its stacks and its CPU
@@ -119,11 +126,12 @@ pub struct Stats {
 
 impl Stats {
     /// Allocations, estimated: magazine hits, plus allocations served by a full magazine
-    /// from the depot (the depot pops that were not trims), plus the source's. A flush
-    /// also pops the depot, so after flushes the estimate runs a little high.
+    /// from the depot (the depot pops that were not trims), plus those served by a call to
+    /// the source (the rest of its batch is served by hits later). A flush also pops the
+    /// depot, so after flushes the estimate runs a little high.
     fn allocs_estimated(&self) -> u64 {
         let depot_refills = self.depot_pops.saturating_sub(self.trimmed);
-        self.alloc_hits + depot_refills + self.source_allocs
+        self.alloc_hits + depot_refills + self.source_alloc_calls
     }
 
     /// Frees, estimated: magazine hits plus one per full magazine given to the depot
@@ -153,11 +161,12 @@ impl Stats {
         ratio(self.free_hits, self.frees_estimated())
     }
 
-    /// The share of allocations that went to the source, the slow path, from 0.0 to 1.0;
+    /// The share of allocations that called the source, the slow path, from 0.0 to 1.0;
     /// `None` before any allocation. The number to watch: keeping it low is what the
-    /// cache is for. Same estimated total as [`alloc_hit_rate`](Self::alloc_hit_rate).
+    /// cache is for. A call that refills a magazine with a batch counts once. Same
+    /// estimated total as [`alloc_hit_rate`](Self::alloc_hit_rate).
     pub fn source_share(&self) -> Option<f64> {
-        ratio(self.source_allocs, self.allocs_estimated())
+        ratio(self.source_alloc_calls, self.allocs_estimated())
     }
 }
 
@@ -194,10 +203,12 @@ impl fmt::Display for Stats {
         percent(f, self.free_hit_rate())?;
         write!(
             f,
-            "), source {} allocs {} frees, depot {} full {} empty (peak {}), \
+            "), source {} allocs in {} calls, {} frees in {} calls, depot {} full {} empty (peak {}), \
              {} pops {} pushes, {} trimmed, {} busy misses, {} exhaustion flushes, {} steals, {} fenced takes",
             self.source_allocs,
+            self.source_alloc_calls,
             self.source_frees,
+            self.source_free_calls,
             self.depot_full,
             self.depot_empty,
             self.depot_peak,

@@ -8,8 +8,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use common::Tracking;
-use magazine::{Cache, Config, DepotPolicy, Trim};
+use magazine::{Cache, Config, DepotPolicy, Options, Trim};
 
+/// A cache over a tracking source of `capacity` ids that asks the source for one item at a
+/// time (`Options::source_batch` of 1), so that the counts below follow single
+/// allocations; the batch refills have their own tests (`batch_*`).
 fn cache(
     capacity: u32,
     magazine_size: usize,
@@ -22,7 +25,10 @@ fn cache(
         cpus,
         depot,
     };
-    (Cache::with_config(Arc::clone(&source), config), source)
+    let mut options = Options::default();
+    options.source_batch = Some(1);
+    let cache = Cache::with_options(Arc::clone(&source), config, options);
+    (cache, source)
 }
 
 const WORKING_SET: DepotPolicy = DepotPolicy::Dynamic {
@@ -446,8 +452,9 @@ fn trim_reclaims_a_slot_idle_for_a_whole_interval_unless_told_not_to() {
                 trim: Trim::WorkingSet,
             },
         };
-        let mut options = magazine::Options::default();
+        let mut options = Options::default();
         options.reclaim_idle_slots = reclaim;
+        options.source_batch = Some(1);
         let cache = Cache::with_options(Arc::clone(&source), config, options);
         let ids = alloc_n(&cache, 1, 6);
         ids.into_iter().for_each(|id| cache.free_on(1, id));
@@ -491,4 +498,198 @@ fn one_per_tick_does_not_reclaim_idle_slots_by_default() {
     );
     drop(cache);
     source.assert_all_home();
+}
+
+/// A pool of ids that counts its `alloc_batch` calls and can misbehave in them: panic
+/// after handing `panic_after` items, or hand `extra` items more than asked.
+struct Batches {
+    free: std::sync::Mutex<Vec<u32>>,
+    capacity: u32,
+    calls: std::sync::atomic::AtomicUsize,
+    panic_after: Option<usize>,
+    extra: usize,
+}
+
+impl Batches {
+    fn new(capacity: u32) -> Self {
+        Self {
+            free: std::sync::Mutex::new((0..capacity).rev().collect()),
+            capacity,
+            calls: Default::default(),
+            panic_after: None,
+            extra: 0,
+        }
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn assert_all_home(&self) {
+        let mut home = self.free.lock().unwrap().clone();
+        home.sort_unstable();
+        assert_eq!(home, (0..self.capacity).collect::<Vec<_>>());
+    }
+}
+
+impl magazine::Source for Batches {
+    type Item = u32;
+
+    fn alloc(&self) -> Option<u32> {
+        self.free.lock().unwrap().pop()
+    }
+
+    fn alloc_batch(&self, max: usize, out: &mut dyn FnMut(u32)) -> usize {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut handed = 0;
+        while handed < max + self.extra {
+            if self.panic_after == Some(handed) {
+                panic!("batches: injected panic");
+            }
+            // Taken one at a time, so that a panic leaves the rest here.
+            let Some(id) = self.free.lock().unwrap().pop() else {
+                break;
+            };
+            out(id);
+            handed += 1;
+        }
+        handed
+    }
+
+    fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) {
+        let mut free = self.free.lock().unwrap();
+        for id in items {
+            assert!(!free.contains(&id), "id {id} returned twice");
+            free.push(id);
+        }
+    }
+}
+
+fn batch_cache(source: Batches, magazine_size: usize, cpus: usize) -> Cache<Batches> {
+    let config = Config {
+        magazine_size,
+        cpus,
+        depot: WORKING_SET,
+    };
+    Cache::with_config(source, config)
+}
+
+#[test]
+fn batch_refill_fills_a_magazine_in_one_source_call() {
+    let cache = batch_cache(Batches::new(100), 8, 2);
+    let ids = alloc_n_from(&cache, 0, 8);
+    assert_eq!(cache.source().calls(), 1, "one call for the whole magazine");
+    let stats = cache.stats();
+    assert_eq!((stats.source_alloc_calls, stats.source_allocs), (1, 8));
+    assert_eq!(stats.alloc_hits, 7, "the rest of the batch served as hits");
+    assert_eq!(cache.cached(), 0);
+    // The ninth: another call.
+    let ninth = cache.alloc_on(0).unwrap();
+    assert_eq!(cache.source().calls(), 2);
+    ids.into_iter().for_each(|id| cache.free_on(0, id));
+    cache.free_on(0, ninth);
+    cache.flush();
+    assert_eq!(cache.stats().source_frees, 16);
+    cache.source().assert_all_home();
+}
+
+#[test]
+fn batch_refill_of_a_handle_fills_its_loaded_magazine() {
+    let cache = batch_cache(Batches::new(100), 8, 1);
+    let mut local = cache.local();
+    let ids: Vec<u32> = (0..8).map(|_| local.alloc().unwrap()).collect();
+    assert_eq!(cache.source().calls(), 1);
+    ids.into_iter().for_each(|id| local.free(id));
+    drop(local);
+    cache.flush();
+    cache.source().assert_all_home();
+}
+
+#[test]
+fn a_short_batch_is_kept_and_an_empty_one_is_exhaustion() {
+    let cache = batch_cache(Batches::new(3), 8, 2);
+    let ids = alloc_n_from(&cache, 0, 3);
+    assert_eq!(cache.stats().source_allocs, 3);
+    assert_eq!(
+        cache.alloc_on(0),
+        None,
+        "the pool is empty and nothing is cached"
+    );
+    let stats = cache.stats();
+    assert_eq!(
+        stats.source_alloc_calls, 1,
+        "a call that handed nothing is not counted"
+    );
+    assert_eq!(stats.exhaustion_flushes, 1);
+    // What another slot caches is found by the exhaustion flush.
+    ids.into_iter().for_each(|id| cache.free_on(1, id));
+    assert_eq!(alloc_n_from(&cache, 0, 3).len(), 3);
+    assert_eq!(cache.source().at_home_count(), 0);
+}
+
+#[test]
+fn a_source_panicking_in_the_middle_of_a_batch_loses_nothing() {
+    for after in [0, 1, 5] {
+        let mut source = Batches::new(20);
+        source.panic_after = Some(after);
+        let cache = batch_cache(source, 8, 1);
+        let result = catch_unwind(AssertUnwindSafe(|| cache.alloc_on(0)));
+        assert!(result.is_err(), "the source panicked");
+        assert_eq!(cache.cached(), after, "the items it handed are kept");
+        assert_eq!(cache.source().at_home_count(), 20 - after);
+        // They serve the next allocations; the slot was not left taken.
+        for _ in 0..after {
+            assert!(cache.alloc_on(0).is_some());
+        }
+        drop(cache);
+    }
+}
+
+#[test]
+fn a_source_that_hands_more_than_asked_loses_nothing() {
+    let mut source = Batches::new(40);
+    source.extra = 5;
+    let cache = batch_cache(source, 4, 1);
+    let id = cache.alloc_on(0).unwrap();
+    assert_eq!(
+        cache.stats().source_allocs,
+        9,
+        "four asked for, nine handed"
+    );
+    assert_eq!(cache.cached(), 8, "every one cached");
+    cache.free_on(0, id);
+    cache.flush();
+    cache.source().assert_all_home();
+}
+
+#[test]
+fn a_batch_of_one_calls_alloc_not_alloc_batch() {
+    let source = Batches::new(10);
+    let config = Config {
+        magazine_size: 8,
+        cpus: 1,
+        depot: WORKING_SET,
+    };
+    let mut options = Options::default();
+    options.source_batch = Some(1);
+    let cache = Cache::with_options(source, config, options);
+    let id = cache.alloc_on(0).unwrap();
+    assert_eq!(cache.source().calls(), 0);
+    let stats = cache.stats();
+    assert_eq!((stats.source_alloc_calls, stats.source_allocs), (1, 1));
+    cache.free_on(0, id);
+}
+
+/// Allocates `n` ids on `cpu` of a cache over `Batches`.
+fn alloc_n_from(cache: &Cache<Batches>, cpu: usize, n: usize) -> Vec<u32> {
+    (0..n)
+        .map(|_| cache.alloc_on(cpu).expect("source has ids"))
+        .collect()
+}
+
+impl Batches {
+    fn at_home_count(&self) -> usize {
+        self.free.lock().unwrap().len()
+    }
 }

@@ -47,6 +47,7 @@ fn cpus_beyond_the_configured_count_run_sequences_on_fenced_slots() {
     }
     let mut options = Options::default();
     options.restartable_sequences = true;
+    options.source_batch = Some(1);
     let config = Config {
         magazine_size: 4,
         cpus: cpus.iter().max().unwrap() + 1,

@@ -59,6 +59,8 @@ fn two_cpus_with_sequences(magazine_size: usize, pool: u32) -> Option<TwoCpus> {
     }
     let mut options = Options::default();
     options.restartable_sequences = true;
+    // One item per source call: the counts below follow single allocations.
+    options.source_batch = Some(1);
     let config = Config {
         magazine_size,
         cpus: (cpus.iter().max().unwrap() + 1).max(configured_cpus()),

@@ -9,7 +9,7 @@ use crate::slot::{Slot, SlotGuard, Taken};
 use crate::source::Source;
 use crate::sync::{AtomicBool, Backoff, Ordering};
 
-use super::release::KeepItem;
+use super::release::{KeepItem, Rescue};
 use super::Cache;
 
 impl<S: Source> Cache<S> {
@@ -22,7 +22,7 @@ impl<S: Source> Cache<S> {
         // A source found exhausted since it last received items is not asked first (the
         // last step below asks it in any case).
         if !self.source_dry.load(Ordering::Relaxed) {
-            if let Some(item) = self.source_alloc() {
+            if let Some(item) = self.source_refill(&mut home) {
                 return Some(item);
             }
             self.source_dry.store(true, Ordering::Relaxed);
@@ -71,7 +71,7 @@ impl<S: Source> Cache<S> {
                 }
             }
         }
-        self.source_alloc()
+        self.source_refill(&mut home)
     }
 
     /// Returns the magazines a `Fixed` depot refused (`[found, rest]` of an exhaustion
@@ -311,15 +311,66 @@ impl<S: Source> Cache<S> {
         slot.try_take_for_items()
     }
 
-    fn source_alloc(&self) -> Option<S::Item> {
-        let item = self.source.alloc();
+    /// An item from the source, with the rest of a batch (see
+    /// [`Options::source_batch`](crate::Options::source_batch)) kept where the caller
+    /// allocates next, as the exhaustion flush keeps what it finds
+    /// ([`keep_found`](Self::keep_found)). `None` when the source handed nothing. No slot
+    /// is held while the source runs; the items it hands go straight into a magazine out
+    /// of every slot and stack, held by a [`Rescue`], so that a source that panics half
+    /// way loses none of them (they go to the depot).
+    fn source_refill(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
+        let batch = self.options.source_batch(&self.config);
+        let item = match batch {
+            1 => self.source.alloc(),
+            _ => {
+                let mut rescue = Rescue::new(&self.depot, Some(self.depot.empty_magazine()));
+                // MUTANT (refill_unguarded): the magazine filled outside the rescue, so a
+                // source that panics half way drops what it handed.
+                let mut unguarded = match cfg!(magazine_mutant = "refill_unguarded") {
+                    true => rescue.take(),
+                    false => None,
+                };
+                let filling = match unguarded.as_mut() {
+                    Some(magazine) => magazine,
+                    None => rescue.magazine_mut().expect("set above"),
+                };
+                let mut handed = 0;
+                self.source.alloc_batch(batch, &mut |item| {
+                    handed += 1;
+                    if let Err(item) = filling.push(item) {
+                        // More than asked for: a full magazine goes to the depot
+                        // (past a `Fixed` cap: its items must not be lost either).
+                        let full = core::mem::replace(filling, self.depot.empty_magazine());
+                        self.depot.push_full_unbounded(full);
+                        let pushed = filling.push(item);
+                        debug_assert!(pushed.is_ok(), "an empty magazine has room");
+                    }
+                });
+                let filled = unguarded.or_else(|| rescue.take()).expect("set above");
+                self.counters.source_allocs.add(handed);
+                if filled.is_empty() {
+                    self.depot.push_empty(filled);
+                    return None;
+                }
+                self.counters.source_alloc_calls.add(1);
+                self.mark_wet();
+                let (item, refused) = self.keep_found(filled, None, home);
+                return item.map(|item| self.release_all_holding(refused, item));
+            }
+        };
         if item.is_some() {
             self.counters.source_allocs.add(1);
-            if self.source_dry.load(Ordering::Relaxed) {
-                self.source_dry.store(false, Ordering::Relaxed);
-            }
+            self.counters.source_alloc_calls.add(1);
+            self.mark_wet();
         }
         item
+    }
+
+    /// The source handed out an item: it is not dry (see `Cache::source_dry`).
+    fn mark_wet(&self) {
+        if self.source_dry.load(Ordering::Relaxed) {
+            self.source_dry.store(false, Ordering::Relaxed);
+        }
     }
 }
 

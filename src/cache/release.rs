@@ -46,6 +46,7 @@ impl<S: Source> Cache<S> {
         while !magazine.is_empty() {
             let before = magazine.len();
             self.source.free_batch(&mut magazine.drain());
+            self.counters.source_free_calls.add(1);
             let taken = before - magazine.len();
             self.counters.source_frees.add(taken);
             if taken == 0 {
@@ -109,6 +110,11 @@ impl<'a, T> Rescue<'a, T> {
     /// Takes the magazine back: the danger is over.
     pub(crate) fn take(&mut self) -> Option<Magazine<T>> {
         self.magazine.take()
+    }
+
+    /// The magazine held, to fill or drain while the danger lasts.
+    pub(crate) fn magazine_mut(&mut self) -> Option<&mut Magazine<T>> {
+        self.magazine.as_mut()
     }
 }
 
