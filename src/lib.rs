@@ -23,7 +23,7 @@
 //!   | depot: Treiber stack of FULL magazines | Treiber stack of EMPTY ones     |
 //!   |        (lock-free, crossbeam-epoch)    | capped; trim() frees idle ones  |
 //!   +----^--------------------------------------------------------------------+
-//!        | slow path: alloc() one item; free_batch() a whole magazine
+//!        | slow path: alloc_batch() / free_batch(), a whole magazine per call
 //!   +----v--------------------------------------------------------------------+
 //!   | Source (your allocator: range allocator, id allocator, slab, ...)       |
 //!   +-------------------------------------------------------------------------+

@@ -233,7 +233,7 @@ impl Default for Options {
 impl Options {
     /// Items per source refill (see [`source_batch`](Self::source_batch)): 1 to
     /// `magazine_size`.
-    pub(crate) fn source_batch(&self, config: &Config) -> usize {
+    pub(crate) fn items_per_refill(&self, config: &Config) -> usize {
         self.source_batch
             .unwrap_or(config.magazine_size)
             .clamp(1, config.magazine_size.max(1))

@@ -319,7 +319,7 @@ impl<S: Source> Cache<S> {
     /// of every slot and stack, held by a [`Rescue`], so that a source that panics half
     /// way loses none of them (they go to the depot).
     fn source_refill(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
-        let batch = self.options.source_batch(&self.config);
+        let batch = self.options.items_per_refill(&self.config);
         let item = match batch {
             1 => self.source.alloc(),
             _ => {

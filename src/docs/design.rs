@@ -164,11 +164,19 @@
 //!
 //! # The exhaustion rule
 //!
+//! An allocation that finds its magazines and the depot empty asks the source for a
+//! batch ([`Source::alloc_batch`], a whole magazine by default:
+//! [`Options::source_batch`]), takes one item and keeps the rest as its slot's or
+//! handle's loaded magazine, exactly as the flush below keeps what it finds; the source's
+//! lock is then taken once per magazine in both directions (frees always went back a
+//! magazine at a time). The batch is filled in a magazine held by a rescue guard, with no
+//! slot held, so a source that panics half way loses none of what it handed.
+//!
 //! When the source has nothing left, items may still sit in other CPUs' magazines and in
 //! the depot. [`Cache::alloc`] therefore ends as Linux's
 //! `alloc_iova_fast(..., flush_rcache = true)` does, after trying what is cheaper:
 //!
-//! 1. when the source returns `None` (or returned `None` last time and has received no
+//! 1. when the source hands nothing (or handed nothing last time and has received no
 //!    item since, as far as a racy flag tells: it is not asked first then, and is asked
 //!    at the end, step 3), the allocation takes a depot magazine;
 //! 2. without one, it flushes, one such flush at a time:
@@ -182,9 +190,14 @@
 //!      would take back one item at a time;
 //!    - an allocation that arrives during another's flush *steals* meanwhile: it takes the
 //!      magazines of the first other CPU slot that holds items, or a depot magazine,
-//!      until that flush ends.
-//! 3. Only when nothing was found does it ask the source once more (which also covers a
-//!    flag that said "exhausted" after the source had received an item).
+//!      until that flush ends, and looks once more when it has ended (what the flush did
+//!      not keep is in the depot then);
+//!    - the flag that keeps flushes one at a time is cleared before the source runs (a
+//!      `Fixed` depot's refusals go to it after the flush), so a source that allocates
+//!      from its own cache never waits for the flush it is part of.
+//! 3. Only when nothing was found does it ask the source once more, for a batch again
+//!    (which also covers a flag that said "exhausted" after the source had received an
+//!    item).
 //!
 //! The other CPUs' slots are looked at once per exhausted allocation, in the flush, not
 //! before it as well: each take of a slot pulls its cache line, and its owner's next
@@ -393,6 +406,8 @@
 //! [`Options::reclaim_idle_slots`]: crate::Options::reclaim_idle_slots
 //! [`Options::cpu_shelves`]: crate::Options::cpu_shelves
 //! [`Options::restartable_sequences`]: crate::Options::restartable_sequences
+//! [`Options::source_batch`]: crate::Options::source_batch
+//! [`Source::alloc_batch`]: crate::Source::alloc_batch
 //! [`Stats::depot_full`]: crate::Stats::depot_full
 //! [`Stats::depot_empty`]: crate::Stats::depot_empty
 //! [`Stats::exhaustion_flushes`]: crate::Stats::exhaustion_flushes

@@ -10,7 +10,7 @@
 //!
 //! | call site | held while the source runs | on unwind |
 //! |---|---|---|
-//! | `alloc` miss, exhausted allocation's last ask (`Source::alloc`) | nothing | nothing to keep; the cache serves on |
+//! | `alloc` miss, exhausted allocation's last ask (`Source::alloc_batch`, or `Source::alloc` with a batch of 1) | a magazine out of every slot and stack, holding what the source has handed so far | the magazine, with those items, goes to the depot past the cap; the items the source had not handed are its own |
 //! | `free` into two full magazines of a `Fixed` depot at its cap, or with every slot busy (`free_batch` of the refused magazine) | the refused magazine, the freed item in it | the magazine, with the items the source did not take, goes to the depot past the cap |
 //! | `alloc` with every slot busy, an exhausted allocation's look at the depot (`free_batch` of a magazine a `Fixed` depot refused after one item was taken out of it) | that item and the magazine | the item goes to the depot in a magazine of its own, the magazine as above |
 //! | the exhaustion flush, when a `Fixed` depot refuses what it found (`free_batch` after the flush's flag is cleared) | the allocation's item and up to two magazines | as above, for each |
