@@ -12,30 +12,9 @@ mod common;
 use std::sync::Arc;
 use std::thread;
 
+use common::cpus::{allowed_cpus, run_on};
 use common::Tracking;
 use magazine::{Cache, Config, Options};
-
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: `cpu_set_t` is plain data; all zeroes is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: 0 is the calling thread; `set` is a valid set of `size` bytes.
-    assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut set) }, 0);
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `cpu` is below `CPU_SETSIZE`.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect()
-}
-
-fn run_on(cpu: usize) {
-    // SAFETY: as in `allowed_cpus`.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is below `CPU_SETSIZE` (it came from `allowed_cpus`).
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: 0 is the calling thread; `set` is a valid, non-empty set.
-    assert_eq!(unsafe { libc::sched_setaffinity(0, size, &set) }, 0);
-}
 
 #[test]
 fn cpus_beyond_the_configured_count_run_sequences_on_fenced_slots() {
@@ -63,21 +42,21 @@ fn cpus_beyond_the_configured_count_run_sequences_on_fenced_slots() {
     // Hits on the last CPU's slot, counted in its length word by the sequences.
     thread::scope(|s| {
         s.spawn(|| {
-            run_on(beyond);
+            run_on(&[beyond]);
             let ids: Vec<u32> = (0..3).map(|_| cache.alloc().unwrap()).collect();
             ids.into_iter().for_each(|id| cache.free(id));
             let id = cache.alloc().unwrap();
             cache.free(id);
         });
     });
-    run_on(cpus[0]);
+    run_on(&cpus[..1]);
     assert_eq!(cache.cached(), 3, "a hit count read as part of a length");
     // Both CPUs at work while this thread flushes, counts and takes the last CPU's slot.
     thread::scope(|s| {
         for &cpu in &cpus[..2] {
             let cache = &cache;
             s.spawn(move || {
-                run_on(cpu);
+                run_on(&[cpu]);
                 let mut held = Vec::new();
                 for round in 0..100_000 {
                     match round % 7 < 4 {

@@ -11,39 +11,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread;
 
+use common::cpus::{allowed_cpus, configured_cpus, run_on};
 use common::Tracking;
 use magazine::{Cache, Config, Options};
-
-/// The CPUs the process may run on.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: `cpu_set_t` is plain data; all zeroes is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: 0 is the calling thread; `set` is a valid set of `size` bytes.
-    assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut set) }, 0);
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `cpu` is below `CPU_SETSIZE`.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect()
-}
-
-/// Moves the calling thread to `cpu`.
-fn run_on(cpu: usize) {
-    // SAFETY: as in `allowed_cpus`.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is below `CPU_SETSIZE` (it came from `allowed_cpus`).
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: 0 is the calling thread; `set` is a valid, non-empty set.
-    assert_eq!(unsafe { libc::sched_setaffinity(0, size, &set) }, 0);
-}
-
-/// The CPUs the system may bring up (at least one).
-fn configured_cpus() -> usize {
-    // SAFETY: no preconditions; -1 on failure.
-    let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    usize::try_from(configured).unwrap_or(1).max(1)
-}
 
 /// A cache over a tracking source, the source, and two CPUs it may run on.
 type TwoCpus = (Cache<Arc<Tracking>>, Arc<Tracking>, [usize; 2]);
@@ -82,7 +52,7 @@ fn hits_on(cache: &Cache<Arc<Tracking>>, cpus: &[usize], n: usize) {
     for &cpu in cpus {
         thread::scope(|s| {
             s.spawn(|| {
-                run_on(cpu);
+                run_on(&[cpu]);
                 let ids: Vec<u32> = (0..n).map(|_| cache.alloc().unwrap()).collect();
                 ids.into_iter().for_each(|id| cache.free(id));
                 let id = cache.alloc().unwrap();
@@ -181,7 +151,7 @@ fn a_denied_membarrier_falls_back_to_running_on_the_cpu() {
     hits_on(&cache, &[there], 3);
     thread::scope(|s| {
         s.spawn(|| {
-            run_on(here);
+            run_on(&[here]);
             deny_fences(false);
             assert_eq!(cache.cached(), 3, "the other CPU's slot, counted whole");
             cache.flush_cpu(there);
@@ -209,7 +179,7 @@ fn no_fence_at_all_leaves_the_loaded_magazine_and_hangs_nothing() {
     // There: 4 in `previous`, 1 in the loaded magazine.
     thread::scope(|s| {
         s.spawn(|| {
-            run_on(here);
+            run_on(&[here]);
             deny_fences(true);
             let flushed = catch_unwind(AssertUnwindSafe(|| cache.flush_cpu(there)));
             assert!(flushed.is_ok(), "a failed fence panicked");
@@ -232,7 +202,7 @@ fn no_fence_at_all_leaves_the_loaded_magazine_and_hangs_nothing() {
     // activated: no fence either).
     thread::scope(|s| {
         s.spawn(|| {
-            run_on(there);
+            run_on(&[there]);
             deny_fences(true);
             cache.flush();
         });

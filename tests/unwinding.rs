@@ -9,6 +9,8 @@
 //! Also: a panicking source while the cache is dropped after restartable-sequence hits on
 //! several CPUs, and a panicking source on the busy-slot paths under contention.
 
+mod common;
+
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -321,11 +323,7 @@ fn configs() -> [Config; 3] {
 /// The CPUs the system may bring up (at least one).
 fn configured_cpus() -> usize {
     #[cfg(target_os = "linux")]
-    {
-        // SAFETY: no preconditions; -1 on failure.
-        let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-        usize::try_from(configured).unwrap_or(1).max(1)
-    }
+    return common::cpus::configured_cpus();
     #[cfg(not(target_os = "linux"))]
     1
 }

@@ -7,6 +7,9 @@ use std::sync::Mutex;
 
 use magazine::Source;
 
+#[cfg(target_os = "linux")]
+pub mod cpus;
+
 /// Ids `0..capacity`; `home[id]` says whether the id is in the source.
 pub struct Tracking {
     state: Mutex<State>,
