@@ -48,6 +48,29 @@ impl Source for IdBitmap {
         Some(id)
     }
 
+    /// A whole refill under one lock hold: the lowest free ids, up to `max`.
+    fn alloc_batch(&self, max: usize, out: &mut dyn FnMut(usize)) -> usize {
+        self.lock_taken.fetch_add(1, Ordering::Relaxed);
+        let mut words = self.words.lock().unwrap();
+        let mut handed = 0;
+        for (index, word) in words.iter_mut().enumerate() {
+            while handed < max && *word != u64::MAX {
+                let bit = word.trailing_ones() as usize;
+                let id = index * 64 + bit;
+                if id >= self.capacity {
+                    return handed;
+                }
+                *word |= 1 << bit;
+                out(id);
+                handed += 1;
+            }
+            if handed == max {
+                break;
+            }
+        }
+        handed
+    }
+
     fn free_batch(&self, ids: &mut dyn Iterator<Item = usize>) {
         self.lock_taken.fetch_add(1, Ordering::Relaxed);
         let mut words = self.words.lock().unwrap();

@@ -24,6 +24,15 @@ impl Source for IdAllocator {
         self.free.lock().unwrap().pop()
     }
 
+    /// A whole refill under one lock hold.
+    fn alloc_batch(&self, max: usize, out: &mut dyn FnMut(u32)) -> usize {
+        let mut free = self.free.lock().unwrap();
+        let start = free.len().saturating_sub(max);
+        let taken = free.len() - start;
+        free.drain(start..).for_each(out);
+        taken
+    }
+
     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) {
         self.free.lock().unwrap().extend(items);
     }

@@ -29,6 +29,15 @@ impl Source for Ids {
         self.0.lock().unwrap().pop()
     }
 
+    /// A whole refill under one lock hold.
+    fn alloc_batch(&self, max: usize, out: &mut dyn FnMut(u32)) -> usize {
+        let mut free = self.0.lock().unwrap();
+        let start = free.len().saturating_sub(max);
+        let taken = free.len() - start;
+        free.drain(start..).for_each(out);
+        taken
+    }
+
     fn free_batch(&self, ids: &mut dyn Iterator<Item = u32>) {
         self.0.lock().unwrap().extend(ids);
     }

@@ -79,6 +79,9 @@ pub struct IovaDomain {
     /// Picks the slot of `alloc_fast`/`free_fast` ([`Options::current_cpu`]); `None` is
     /// [`crate::cpu::current`], called directly (inlined) rather than through a pointer.
     current_cpu: Option<fn() -> usize>,
+    /// Ranges a fast-path miss allocates from the tree under one lock hold (1: Linux's
+    /// one range per miss, the default; see [`IovaDomain::with_miss_batch`]).
+    miss_batch: usize,
 }
 
 /// Whether [`IovaDomain::free_fast`] checks what it is given (see
@@ -272,6 +275,7 @@ impl IovaDomain {
             live,
             exhaustion_flushes: AtomicU64::new(0),
             current_cpu: options.current_cpu,
+            miss_batch: 1,
         }
     }
 
@@ -306,6 +310,41 @@ impl IovaDomain {
             FreeCheck::Unchecked => None,
         };
         self
+    }
+
+    /// Opt-in batching of fast-path misses: an [`alloc_fast`](Self::alloc_fast) that
+    /// finds no cached range under its limit allocates up to `batch` ranges of its size
+    /// class under one hold of the tree lock (capped at the magazine size; 0 counts as 1),
+    /// hands out the first and frees the others into the slot's magazines, so the next
+    /// misses of that slot are hits. The default, 1, is Linux's one range per miss.
+    ///
+    /// The ranges are the ones `batch` misses in a row would allocate, in that order
+    /// (they are freed into the magazine last first, so the slot hands them out highest
+    /// first, as single misses would); what differs from Linux is when the tree sees
+    /// them: the lock is taken once per batch instead of once per range, and the ranges
+    /// not handed out yet are cached IOVAs, which a flush or a trim returns to the tree.
+    /// The seed case study (`examples/seed/README.md`) measures what a batch costs under
+    /// the lock.
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    ///
+    /// let domain = IovaDomain::new(4096, 1).with_miss_batch(4);
+    /// let pfns: Vec<u64> = (0..4).map(|_| domain.alloc_fast_on(0, 1, 0xff).unwrap()).collect();
+    /// assert_eq!(pfns, [0xff, 0xfe, 0xfd, 0xfc], "the order of four single misses");
+    /// let stats = domain.stats();
+    /// assert_eq!(stats.tree_allocs, 4, "four ranges");
+    /// assert_eq!(stats.rcaches[0].alloc_hits, 3, "from one miss: three hits follow");
+    /// domain.check().unwrap();
+    /// ```
+    pub fn with_miss_batch(mut self, batch: usize) -> Self {
+        self.miss_batch = batch.clamp(1, self.config().magazine_size.max(1));
+        self
+    }
+
+    /// Ranges a fast-path miss allocates (see [`with_miss_batch`](Self::with_miss_batch)).
+    pub fn miss_batch(&self) -> usize {
+        self.miss_batch
     }
 
     /// Whether `free_fast` checks its argument.
@@ -446,8 +485,80 @@ impl IovaDomain {
     /// assert_eq!(domain.free(iova.pfn_lo), Err(IovaError::NotAllocated { pfn: iova.pfn_lo }));
     /// ```
     pub fn free(&self, pfn: u64) -> Result<(), IovaError> {
+        self.free_locked(&mut self.ranges.lock(), pfn)
+    }
+
+    /// Up to `max` ranges of `size` pages ending at or below `limit_pfn` under one hold of
+    /// the tree lock, each handed to `out` as it lands: the same ranges, in the same
+    /// order, with the same cached nodes afterwards as `max` calls of
+    /// [`try_alloc`](Self::try_alloc) in a row (the placement stays Linux's), for a
+    /// caller that needs many ranges at once and would otherwise take the lock once per
+    /// range. Stops at the first allocation that fails. Each range is freed with
+    /// [`free`](Self::free) or [`free_batch`](Self::free_batch).
+    ///
+    /// The fast path does not use it: a miss of [`alloc_fast`](Self::alloc_fast)
+    /// allocates one range from the tree, as Linux's `alloc_iova_fast` does.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_alloc`](Self::try_alloc), only when the first allocation fails (then
+    /// nothing is handed); a later failure ends the batch with the ranges handed so far.
+    ///
+    /// ```
+    /// use magazine::iova::IovaDomain;
+    ///
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let mut pfns = Vec::new();
+    /// let handed = domain.alloc_batch(1, 0xff, true, 4, &mut |iova| pfns.push(iova.pfn_lo));
+    /// assert_eq!(handed, Ok(4));
+    /// assert_eq!(pfns, [0xff, 0xfe, 0xfd, 0xfc], "as four `alloc` calls in a row");
+    /// assert_eq!(domain.free_batch(pfns.iter().copied()), Ok(4));
+    /// domain.check().unwrap();
+    /// ```
+    pub fn alloc_batch(
+        &self,
+        size: u64,
+        limit_pfn: u64,
+        size_aligned: bool,
+        max: usize,
+        out: &mut dyn FnMut(Iova),
+    ) -> Result<usize, IovaError> {
+        self.ranges
+            .lock()
+            .alloc_batch(size, limit_pfn, size_aligned, Kind::Allocated, max, out)
+    }
+
+    /// Frees the allocation containing each pfn of `pfns`, in order, under one hold of the
+    /// tree lock: what [`free`](Self::free) of each would do. Returns how many it freed.
+    ///
+    /// # Errors
+    ///
+    /// As [`free`](Self::free), for the first pfn that cannot be freed (the error names
+    /// it); the pfns before it are freed, it and the rest are left as they are.
+    ///
+    /// ```
+    /// use magazine::iova::{IovaDomain, IovaError};
+    ///
+    /// let domain = IovaDomain::new(4096, 1);
+    /// let a = domain.alloc(1, 0xff, false).unwrap().pfn_lo;
+    /// let b = domain.alloc(1, 0xff, false).unwrap().pfn_lo;
+    /// assert_eq!(domain.free_batch([a, a, b]), Err(IovaError::NotAllocated { pfn: a }));
+    /// assert_eq!(domain.find(b).map(|iova| iova.pfn_lo), Some(b), "b is left");
+    /// assert_eq!(domain.free_batch([b]), Ok(1));
+    /// ```
+    pub fn free_batch(&self, pfns: impl IntoIterator<Item = u64>) -> Result<usize, IovaError> {
         let mut tree = self.ranges.lock();
-        match classify(&tree, pfn, None)? {
+        let mut freed = 0;
+        for pfn in pfns {
+            self.free_locked(&mut tree, pfn)?;
+            freed += 1;
+        }
+        Ok(freed)
+    }
+
+    /// [`free`](Self::free) under the tree lock the caller holds.
+    fn free_locked(&self, tree: &mut RangeTree, pfn: u64) -> Result<(), IovaError> {
+        match classify(tree, pfn, None)? {
             Freed::Allocation(iova) => tree.remove(iova.pfn_lo, Kind::Allocated),
             Freed::Fast(iova) => {
                 // Unchecked, the range is trusted to be in the caller's hands.
@@ -562,6 +673,7 @@ impl IovaDomain {
         let fits = |&pfn: &u64| pfn + (size - 1) <= limit_pfn;
         let pfn = match cache.alloc_cached_where_on(cpu, fits) {
             Some(pfn) => pfn,
+            None if self.miss_batch > 1 => self.alloc_miss_batch(cpu, order, limit_pfn)?,
             None => self.alloc_miss(order, limit_pfn)?,
         };
         if let Some(live) = &self.live {
@@ -598,12 +710,39 @@ impl IovaDomain {
             .map(|iova| iova.pfn_lo)
     }
 
+    /// [`alloc_miss`](Self::alloc_miss) of a domain that batches its misses
+    /// ([`with_miss_batch`](Self::with_miss_batch)): the first range for the caller, the
+    /// rest freed into the slot of `cpu` last first.
+    #[cold]
+    #[inline(never)]
+    fn alloc_miss_batch(&self, cpu: usize, order: u8, limit_pfn: u64) -> Option<u64> {
+        let cache = &self.rcaches[usize::from(order)];
+        let source = cache.source();
+        let mut pfns = Vec::with_capacity(self.miss_batch);
+        let miss = || {
+            pfns.clear();
+            let mut first = None;
+            source.alloc_below_batch(limit_pfn, self.miss_batch, &mut |iova| match first {
+                None => first = Some(iova),
+                Some(_) => pfns.push(iova.pfn_lo),
+            })?;
+            Ok(first.expect("a batch that did not fail handed a range"))
+        };
+        let first = self.retry_after_flush(miss, || source.count_exhaustion_flush())?;
+        // Last first: the magazine hands out its newest pfn, so the next hits follow the
+        // order of single misses. The ranges are fast ranges not in anyone's hands: cached.
+        for &pfn in pfns.iter().rev() {
+            cache.free_on(cpu, pfn);
+        }
+        Some(first.pfn_lo)
+    }
+
     /// Runs a tree allocation; when the tree has no space, flushes every cache back to
     /// it, counts the flush (in the domain and through `count`, for the size class that
     /// caused it) and runs the allocation once more (Linux's `flush_rcache` retry).
     fn retry_after_flush(
         &self,
-        alloc: impl Fn() -> Result<Iova, IovaError>,
+        mut alloc: impl FnMut() -> Result<Iova, IovaError>,
         count: impl FnOnce(),
     ) -> Option<Iova> {
         match alloc() {

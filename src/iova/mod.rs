@@ -42,6 +42,15 @@
 //! Not kept: Linux's `iova_find_limit` shortcut is unnecessary, the ordered map finds the
 //! first range below a limit directly.
 //!
+//! # Batches (not in Linux)
+//!
+//! [`IovaDomain::alloc_batch`] allocates many ranges of one size under one hold of the
+//! tree lock, and [`IovaDomain::free_batch`] frees many; both do exactly what as many
+//! single calls in a row would (same pfns, same cached nodes), only the lock is taken
+//! once. The fast path keeps Linux's one range per miss unless a domain opts in with
+//! [`IovaDomain::with_miss_batch`]; a class's [`Source`](crate::Source) never allocates,
+//! in batches either (see step 2 below).
+//!
 //! # Differences from Linux
 //!
 //! Bad input is refused with an [`IovaError`] and changes nothing, where Linux warns,
@@ -99,6 +108,7 @@
 //!        // Never used: a miss needs the caller's limit_pfn, which `alloc` cannot carry
 //!        // (step 3). The domain allocates through an inherent method that also counts.
 //!        fn alloc(&self) -> Option<u64> { None }
+//!        // Nor in batches: `alloc_batch` hands nothing (0), consistently.
 //!        fn free_batch(&self, pfns: &mut dyn Iterator<Item = u64>) {
 //!            let mut tree = self.ranges.lock(); // one lock per magazine, not per item
 //!            for pfn in pfns { tree.remove(pfn); }

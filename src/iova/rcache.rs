@@ -65,6 +65,28 @@ impl ClassSource {
         Ok(iova)
     }
 
+    /// Up to `max` size-aligned ranges of this class ending at or below `limit_pfn`,
+    /// allocated under one hold of the tree lock and handed to `out` as they land: the
+    /// same pfns, in the same order, and the same cached-node state as `max` calls of
+    /// [`alloc_below`](Self::alloc_below) in a row (see `RangeTree::alloc_batch`). Returns
+    /// how many it handed; the error only when the first allocation fails. The caller
+    /// owns every range handed (it records the ones it hands out as live, and frees the
+    /// others into the class's cache, where they are Linux's cached IOVAs).
+    pub(crate) fn alloc_below_batch(
+        &self,
+        limit_pfn: u64,
+        max: usize,
+        out: &mut dyn FnMut(Iova),
+    ) -> Result<usize, IovaError> {
+        let size = 1u64 << self.order;
+        let handed = self
+            .ranges
+            .lock()
+            .alloc_batch(size, limit_pfn, true, Kind::Fast, max, out)?;
+        self.allocs.fetch_add(handed as u64, Ordering::Relaxed);
+        Ok(handed)
+    }
+
     /// Counts a flush of every cache that a miss of this class caused.
     pub(crate) fn count_exhaustion_flush(&self) {
         self.exhaustion_flushes.fetch_add(1, Ordering::Relaxed);
@@ -93,6 +115,15 @@ impl Source for ClassSource {
         None
     }
 
+    /// Never allocates either, for the same reason as [`alloc`](Source::alloc): hands
+    /// nothing and returns 0, so a class's cache that asked for a batch would see an
+    /// exhausted source, as with `alloc`. A batch of a class's ranges under one hold of
+    /// the tree lock is [`alloc_below_batch`](ClassSource::alloc_below_batch), which needs
+    /// the caller's `limit_pfn` and leaves the ranges to the caller to record.
+    fn alloc_batch(&self, _max: usize, _out: &mut dyn FnMut(u64)) -> usize {
+        0
+    }
+
     /// Removes a magazine's worth of ranges from the tree under one lock acquisition
     /// (Linux `iova_magazine_free_pfns`).
     fn free_batch(&self, items: &mut dyn Iterator<Item = u64>) {
@@ -119,6 +150,32 @@ mod tests {
         let iova = source.alloc_below(0xff).unwrap();
         assert_eq!((iova.pfn_lo, iova.size()), (0xfc, 4));
         assert_eq!(source.complete(Stats::default()).source_allocs, 1);
+    }
+
+    #[test]
+    fn the_class_source_hands_no_batch_and_the_domain_batch_matches_single_misses() {
+        let ranges = Arc::new(Ranges::new(RangeTree::new(1, 0x100)));
+        let source = ClassSource::new(Arc::clone(&ranges), 1);
+        assert_eq!(source.alloc_batch(8, &mut |_| unreachable!()), 0);
+        assert_eq!(ranges.lock().ranges().count(), 0, "the tree is untouched");
+
+        let twin = ClassSource::new(Arc::new(Ranges::new(RangeTree::new(1, 0x100))), 1);
+        let mut batch = Vec::new();
+        assert_eq!(
+            source.alloc_below_batch(0xf0, 5, &mut |iova| batch.push(iova)),
+            Ok(5)
+        );
+        let singles: Vec<_> = (0..5).map(|_| twin.alloc_below(0xf0).unwrap()).collect();
+        assert_eq!(batch, singles);
+        assert_eq!(
+            batch[0].pfn_lo, 0xee,
+            "size-aligned, top-down under the limit"
+        );
+        assert_eq!(
+            ranges.lock().cached_node(0xf0),
+            twin.ranges.lock().cached_node(0xf0)
+        );
+        assert_eq!(source.complete(Stats::default()).source_allocs, 5);
     }
 
     #[test]

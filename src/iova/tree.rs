@@ -186,6 +186,35 @@ impl RangeTree {
         Ok(iova)
     }
 
+    /// Up to `max` allocations of `size` pages at or below `limit_pfn` in a row, each
+    /// handed to `out` as it lands: the placement, the cached nodes, the 32-bit bounds and
+    /// the counters are those of as many calls of [`alloc`](Self::alloc) one after the
+    /// other (it is that loop, run under the caller's one hold of the lock), so a batch
+    /// stays Linux-identical. Stops at the first failure, which it leaves recorded as a
+    /// single failed call would (a failure counted, perhaps a 32-bit bound); returns how
+    /// many it handed, and the error only when the first allocation fails. `max` of 0
+    /// allocates nothing and changes nothing.
+    pub(crate) fn alloc_batch(
+        &mut self,
+        size: u64,
+        limit_pfn: u64,
+        size_aligned: bool,
+        kind: Kind,
+        max: usize,
+        out: &mut dyn FnMut(Iova),
+    ) -> Result<usize, IovaError> {
+        let mut handed = 0;
+        while handed < max {
+            match self.alloc(size, limit_pfn, size_aligned, kind) {
+                Ok(iova) => out(iova),
+                Err(error) if handed == 0 => return Err(error),
+                Err(_) => break,
+            }
+            handed += 1;
+        }
+        Ok(handed)
+    }
+
     /// The range of the cached node a search below `limit` (exclusive) starts from
     /// (Linux `__get_cached_rbnode`); the anchor is `(ANCHOR, ANCHOR)`.
     fn cached_bounds(&self, limit: u64) -> (u64, u64) {
@@ -507,6 +536,121 @@ mod tests {
             t.alloc(1, 0xff, false, Kind::Allocated).unwrap().pfn_lo,
             0x80
         );
+        t.check().unwrap();
+    }
+
+    /// Everything a batch must leave as single allocations would: the ranges, both
+    /// cached nodes, the 32-bit bounds and the counters.
+    fn state(t: &RangeTree) -> String {
+        format!(
+            "{:?} {:?}/{:?} {}/{} {:?}",
+            t.ranges().collect::<Vec<_>>(),
+            t.cached,
+            t.cached32,
+            t.max32_unaligned,
+            t.max32_aligned,
+            t.counters
+        )
+    }
+
+    /// A deterministic pseudo-random sequence (xorshift64).
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    #[test]
+    fn a_batch_is_placed_as_single_allocations_in_a_row() {
+        // Two trees given the same history; then one allocates a batch, the other as many
+        // single ranges. Random histories (frees that move the cached nodes, reservations,
+        // both halves of the 32-bit boundary, batches that run out of space half way).
+        let mut rng = Rng(0x5eed);
+        for round in 0..400 {
+            let (mut batched, mut single) = (tree(), tree());
+            let mut live: Vec<u64> = Vec::new();
+            for _ in 0..rng.below(40) {
+                let size = 1 + rng.below(8);
+                let limit = 0x40 + rng.below(0x100);
+                let aligned = rng.below(2) == 0;
+                match rng.below(4) {
+                    0 if !live.is_empty() => {
+                        let pfn = live.swap_remove(rng.below(live.len() as u64) as usize);
+                        assert!(batched.remove(pfn, Kind::Allocated));
+                        assert!(single.remove(pfn, Kind::Allocated));
+                    }
+                    1 if round % 4 == 0 => {
+                        let lo = 1 + rng.below(0x130);
+                        let hi = lo + rng.below(4);
+                        assert_eq!(batched.reserve(lo, hi), single.reserve(lo, hi));
+                    }
+                    _ => {
+                        let got = batched.alloc(size, limit, aligned, Kind::Allocated);
+                        assert_eq!(got, single.alloc(size, limit, aligned, Kind::Allocated));
+                        live.extend(got.map(|iova| iova.pfn_lo));
+                    }
+                }
+            }
+            assert_eq!(state(&batched), state(&single), "same history");
+            let size = 1 << rng.below(4);
+            let limit = 0x40 + rng.below(0x100);
+            let max = rng.below(80) as usize;
+            let mut from_batch = Vec::new();
+            let result = batched.alloc_batch(size, limit, true, Kind::Fast, max, &mut |iova| {
+                from_batch.push(iova)
+            });
+            let mut from_singles = Vec::new();
+            let mut first_error = None;
+            while from_singles.len() < max {
+                match single.alloc(size, limit, true, Kind::Fast) {
+                    Ok(iova) => from_singles.push(iova),
+                    Err(error) => {
+                        first_error = Some(error);
+                        break;
+                    }
+                }
+            }
+            assert_eq!(
+                from_batch, from_singles,
+                "round {round}: same pfns, same order"
+            );
+            match first_error.filter(|_| from_singles.is_empty()) {
+                Some(error) => assert_eq!(result, Err(error)),
+                None => assert_eq!(result, Ok(from_singles.len())),
+            }
+            assert_eq!(state(&batched), state(&single), "round {round}: same state");
+            batched.check().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_batch_stops_at_the_first_failure() {
+        let mut t = tree();
+        // 0x100 pages below the boundary, pfn 0 below start: 63 aligned ranges of 4 fit.
+        let mut got = Vec::new();
+        assert_eq!(
+            t.alloc_batch(4, 0xff, true, Kind::Fast, 100, &mut |iova| got.push(iova)),
+            Ok(63)
+        );
+        assert_eq!(got.first().map(|iova| iova.pfn_lo), Some(0xfc));
+        assert_eq!(got.last().map(|iova| iova.pfn_lo), Some(4));
+        assert_eq!(t.counters.failures, 1, "the failed 64th call is recorded");
+        assert_eq!(
+            t.alloc_batch(4, 0xff, true, Kind::Fast, 1, &mut |_| unreachable!()),
+            Err(IovaError::NoSpace),
+            "the first allocation fails: the error"
+        );
+        let before = state(&t);
+        assert_eq!(
+            t.alloc_batch(1, 0xff, false, Kind::Fast, 0, &mut |_| {}),
+            Ok(0)
+        );
+        assert_eq!(state(&t), before, "max 0 changes nothing");
         t.check().unwrap();
     }
 
