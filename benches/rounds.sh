@@ -3,12 +3,14 @@
 # spread (benches/rounds.py). Run on a quiet machine: nothing else running.
 #
 #   bash benches/rounds.sh [rounds] [bench...]     (default: 3 rounds of
-#                                                  fast_path handoff depot io_loop iova policies)
+#                                                  fast_path handoff depot io_loop iova policies
+#                                                  refill)
 #   FILTER='handoff/1->1/(magazine Cache|crossbeam ArrayQueue)' bash benches/rounds.sh 5 handoff
 #                                                  (only the benchmarks the regex matches)
 #
 # Round i writes target/bench-round-i/criterion and its log target/bench-round-i.log (the
-# io_loop bench prints its source-call shares there). Binaries are built before round 1.
+# io_loop bench prints its source-call shares there, the refill bench its source calls per
+# item, which summary.py reads). Binaries are built before round 1.
 # Ratios inside each run: python3 benches/rounds.py target/bench-round-*/criterion \
 #   --ratio <id A> <id B> ...
 set -euo pipefail
@@ -16,7 +18,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3}
 shift || true
 benches=("$@")
-[ ${#benches[@]} -gt 0 ] || benches=(fast_path handoff depot io_loop iova policies)
+[ ${#benches[@]} -gt 0 ] || benches=(fast_path handoff depot io_loop iova policies refill)
 args=()
 for bench in "${benches[@]}"; do args+=(--bench "$bench"); done
 cargo bench --no-run "${args[@]}" >/dev/null 2>&1

@@ -12,6 +12,8 @@ spread in brackets. Time rows: ratio =
 time / baseline time (below 1: faster). Throughput rows (items per second): ratio = row
 throughput / baseline throughput (above 1: faster).
 """
+import pathlib
+import re
 import statistics
 import sys
 
@@ -205,3 +207,46 @@ table(
     ],
     [("`alloc`+`free` (tree only)", i2 + "alloc+free (tree only)/1")],
 )
+
+# refill: batch refills (`Options::source_batch: None`) against one item per source call
+# (`Some(1)`), in the same run. The source's calls per item come from the bench's stderr,
+# which rounds.sh keeps beside each run's criterion directory (target/bench-round-i.log).
+refill_calls = {}
+for root in roots:
+    log = pathlib.Path(root).parent.with_suffix(".log")
+    if not log.is_file():
+        continue
+    for line in log.read_text(errors="replace").splitlines():
+        m = re.match(r"\s*source calls per item, (.*): ([0-9.]+) alloc calls \(([0-9.]+) of them empty.*?\), ([0-9.]+) free calls", line)
+        if m:
+            refill_calls.setdefault(m.group(1), []).append(tuple(float(x) for x in m.group(2, 3, 4)))
+refill_rows = [
+    ("handoff 1->1 (closed pool of 4096, the consumer outruns its producer), `Dynamic` depot (default)",
+     "refill/handoff 1->1 Dynamic (default)/", "handoff 1->1 Dynamic (default), "),
+    ("handoff 1->1 (closed pool of 4096, the consumer outruns its producer), `Fixed{2}` depot",
+     "refill/handoff 1->1 Fixed{2}/", "handoff 1->1 Fixed{2}, "),
+    ("cold start (an empty cache serves 10^6 allocations), per-CPU `Cache::alloc`",
+     "refill/cold start/magazine Cache (per-CPU)/", "cold start magazine Cache (per-CPU), "),
+    ("cold start (an empty cache serves 10^6 allocations), `LocalCache`",
+     "refill/cold start/magazine LocalCache/", "cold start magazine LocalCache, "),
+]
+for title, g, log_id in refill_rows:
+    table(
+        f"refill, {title}: items per second",
+        [("batches (`source_batch: None`, default)", g + "batches")],
+        [("one at a time (`source_batch: Some(1)`)", g + "one at a time")],
+        throughput=True,
+    )
+    calls = {mode: refill_calls.get(log_id + mode, []) for mode in ("batches", "one at a time")}
+    if not any(calls.values()):
+        print("\nSource calls per item: missing (no bench log beside the criterion directories)")
+        continue
+    print("\nSource calls per item (median over the logged runs: alloc calls, of them empty, free calls):")
+    for mode, xs in calls.items():
+        if xs:
+            med = [statistics.median(x[i] for x in xs) for i in range(3)]
+            print(f"- {mode}: {med[0]:.5f} alloc ({med[1]:.5f} empty), {med[2]:.5f} free ({len(xs)} runs)")
+    if calls["batches"] and calls["one at a time"]:
+        a = statistics.median(x[0] for x in calls["batches"])
+        b = statistics.median(x[0] for x in calls["one at a time"])
+        print(f"- alloc calls per item, batches / one at a time: {a / b:.4f}" if b else "- one at a time made no calls")
