@@ -18,9 +18,12 @@
 //! `Fixed{32}` depot (Linux <= 6.6), `Fixed{max(32, cpus)}` (the seed report's patch),
 //! `Dynamic` trimmed one magazine per 100 ms (Linux >= 6.7), `Dynamic` trimmed by working
 //! set (this crate), and a depot never trimmed (the best any depot can do). After the load
-//! an idle phase shows how fast each gives memory back. The simulation counts slow-path
-//! calls and items held; its IOPS column is a model (the device limit, or the calls per
-//! second one tree lock serves divided by the slow-path calls per I/O), not a measurement.
+//! an idle phase shows how fast each gives memory back. Every policy runs twice: the cache
+//! asking its source for one item per refill (Linux's one range per miss) and for a whole
+//! magazine per call (the crate's default, `Options::source_batch`). The simulation counts
+//! slow-path calls and the items they move, and items held; its IOPS columns are a model
+//! (the device limit, or what the one tree lock allows when a call holds it a + b x items,
+//! with a and b measured by `--threads`), not a measurement.
 //!
 //! Prints one table per mode on stdout, then a legend of the columns, and writes
 //! `target/seed/seed.csv` and `target/seed/seed.svg`. The case study built on it, with
@@ -35,7 +38,7 @@
 //! cargo run --release --example seed -- --wide             # one value per column
 //! cargo run --release --example seed -- --unpinned-jobs 12  # 12 migrating fio-like jobs
 //! cargo run --release --example seed -- --threads 2 --seconds 2
-//!                      # real threads, ops per second; the tree lock's capacity C
+//!                      # real threads, ops per second; the tree lock's hold time a + b x items
 //! cargo run --release --example seed -- --help
 //! ```
 
@@ -130,12 +133,16 @@ fn check(properties: &[report::Property]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Simulates every policy in every mode, `--jobs` at a time, each on its own thread;
-/// returns the outcomes mode by mode, each mode in table order.
+/// Simulates every policy in every mode twice, the cache asking its source for one item
+/// per refill (Linux's `alloc_iova`, one range per miss) and for a whole magazine (the
+/// crate's default), `--jobs` at a time, each on its own thread; returns the one-at-a-time
+/// outcomes, each holding its batched twin, mode by mode, each mode in table order.
 fn simulate_all(scenario: &Scenario, modes: &[Mode], contenders: &[Contender]) -> Vec<Outcome> {
-    let runs: Vec<(Mode, &Contender)> = modes
+    let batches = [1, scenario.magazine_size];
+    let runs: Vec<(Mode, &Contender, usize)> = modes
         .iter()
         .flat_map(|&m| contenders.iter().map(move |c| (m, c)))
+        .flat_map(|(m, c)| batches.map(|b| (m, c, b)))
         .collect();
     let jobs = scenario
         .jobs
@@ -151,10 +158,10 @@ fn simulate_all(scenario: &Scenario, modes: &[Mode], contenders: &[Contender]) -
                 // policy is then its own, not shared with more runnable threads than cores.
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(mode, contender)) = runs.get(i) else {
+                    let Some(&(mode, contender, batch)) = runs.get(i) else {
                         break;
                     };
-                    let outcome = sim::simulate(scenario, mode, contender, &bars[i]);
+                    let outcome = sim::simulate(scenario, mode, contender, batch, &bars[i]);
                     outcomes.lock().unwrap().push((i, outcome));
                 }
             });
@@ -162,24 +169,30 @@ fn simulate_all(scenario: &Scenario, modes: &[Mode], contenders: &[Contender]) -
     });
     let mut outcomes = outcomes.into_inner().unwrap();
     outcomes.sort_by_key(|(i, _)| *i);
-    outcomes.into_iter().map(|(_, o)| o).collect()
+    let mut runs = outcomes.into_iter().map(|(_, o)| o);
+    std::iter::from_fn(|| {
+        let mut single = runs.next()?;
+        single.batched = runs.next().map(Box::new);
+        Some(single)
+    })
+    .collect()
 }
 
 /// One bar per run on stderr, in simulated ms (hidden when stderr is not a terminal).
-fn progress_bars(scenario: &Scenario, runs: &[(Mode, &Contender)]) -> Vec<ProgressBar> {
+fn progress_bars(scenario: &Scenario, runs: &[(Mode, &Contender, usize)]) -> Vec<ProgressBar> {
     let multi = MultiProgress::new();
     let style = ProgressStyle::with_template(
-        "{prefix:>36} [{bar:40}] {pos:>6}/{len} simulated ms {elapsed:>4}",
+        "{prefix:>44} [{bar:40}] {pos:>6}/{len} simulated ms {elapsed:>4}",
     )
     .expect("valid template")
     .progress_chars("=> ");
     let length = ((scenario.seconds + scenario.idle_seconds) * 1000.0) as u64;
     runs.iter()
-        .map(|(m, c)| {
+        .map(|(m, c, b)| {
             multi
                 .add(ProgressBar::new(length))
                 .with_style(style.clone())
-                .with_prefix(format!("{m} {}", c.label()))
+                .with_prefix(format!("{m} {} batch {b}", c.label()))
         })
         .collect()
 }

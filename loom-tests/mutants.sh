@@ -40,6 +40,7 @@ ALL=(
   free_fast_caches_first      # IOVA free_fast caches the pfn before its life ends
   shelf_take_load_then_store  # CPU shelf take: load the place, then clear it (two takers, one magazine)
   shelf_put_load_then_store   # CPU shelf put: check the place is empty, then store (overwrites a magazine)
+  refill_replaces_loaded      # a batch refill replaces its slot's loaded magazine without re-checking it
 )
 # The scenario that exercises each mutant's protocol: run first by both checkers.
 declare -A FIRST=(
@@ -57,6 +58,7 @@ declare -A FIRST=(
   [free_fast_caches_first]=iova_double_free_race
   [shelf_take_load_then_store]=shelf_race
   [shelf_put_load_then_store]=shelf_race
+  [refill_replaces_loaded]=refill_race
 )
 SC_BLIND=(slot_release_relaxed)
 if [ $# -gt 0 ]; then MUTANTS=("$@"); else MUTANTS=("${ALL[@]}"); fi

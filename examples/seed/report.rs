@@ -9,23 +9,34 @@ use crate::contender::{millis, Role};
 use crate::scenario::{Mode, Scenario, STEADY_SECONDS};
 use crate::sim::{Outcome, Phase};
 
-/// The table of one mode, one row per policy: slow-path rates, depot lengths, items held,
-/// and the lock-capacity IOPS model for each capacity in `lock_mcalls`. Related figures
-/// share a column ("a / b") unless `--wide` asks for one value per column; [`legend`]
-/// defines every column.
+/// The table of one mode, one row per policy: slow-path calls and items, one at a time
+/// and batched, depot lengths and items held (of the one-at-a-time run), and the
+/// hold-time IOPS model for each capacity in `lock_mcalls` and for the measured a and b.
+/// Related figures share a column ("a / b") unless `--wide` asks for one value per
+/// column; [`legend`] defines every column.
 pub fn table(outcomes: &[Outcome], scenario: &Scenario) -> String {
     let capacities: Vec<String> = scenario
         .lock_mcalls
         .iter()
         .map(|c| trim_float(*c))
         .collect();
-    let mut header: Vec<String> = vec![
-        "policy".into(),
-        "trim every".into(),
-        "slow allocs/1k".into(),
-        "slow frees/1k".into(),
-    ];
+    fn batched(o: &Outcome) -> &Outcome {
+        o.batched.as_deref().expect("main pairs every run")
+    }
+    let mut header: Vec<String> = vec!["policy".into(), "trim every".into()];
     if scenario.wide {
+        for (run, what) in [
+            ("1", "alloc calls"),
+            ("1", "alloc items"),
+            ("B", "alloc calls"),
+            ("B", "alloc items"),
+            ("1", "free calls"),
+            ("1", "free items"),
+            ("B", "free calls"),
+            ("B", "free items"),
+        ] {
+            header.push(format!("{what}/1k ({run})"));
+        }
         header.extend(
             [
                 "depot peak (load)",
@@ -36,21 +47,31 @@ pub fn table(outcomes: &[Outcome], scenario: &Scenario) -> String {
             ]
             .map(String::from),
         );
-        header.extend(capacities.iter().map(|c| format!("model IOPS, C={c}M")));
+        for run in ["1", "B"] {
+            header.extend(capacities.iter().map(|c| format!("IOPS C={c}M ({run})")));
+            header.push(format!("IOPS a,b ({run})"));
+        }
     } else {
         header.extend(
             [
+                "allocs/1k calls/items (1)",
+                "(B)",
+                "frees/1k calls/items (1)",
+                "(B)",
                 "depot peak load/run",
                 "held load end/idle",
                 "back to target",
             ]
             .map(String::from),
         );
-        header.push(format!("model IOPS at C={}M", capacities.join("/")));
+        header.push(format!("IOPS at C={}M (1)", capacities.join("/")));
+        header.push("(B)".into());
+        header.push("IOPS a,b (1/B)".into());
     }
     let rows: Vec<Vec<String>> = outcomes
         .iter()
         .map(|o| {
+            let b = batched(o);
             let back = match o.contender.depot {
                 // A fixed depot has a cap, not a target it is trimmed back to.
                 DepotPolicy::Fixed { .. } => "-".into(),
@@ -58,18 +79,35 @@ pub fn table(outcomes: &[Outcome], scenario: &Scenario) -> String {
                     .back_to_target_ns
                     .map_or("never".into(), |ns| format!("{:.1} s", ns as f64 / 1e9)),
             };
-            let iops: Vec<String> = scenario
-                .lock_mcalls
-                .iter()
-                .map(|&c| format!("{:.2}", model_iops(scenario, o, c * 1e6) / 1e6))
-                .collect();
+            let iops = |o: &Outcome| -> Vec<String> {
+                scenario
+                    .lock_mcalls
+                    .iter()
+                    .map(|&c| {
+                        format!(
+                            "{:.2}",
+                            model_iops(scenario, o, Hold::capacity(scenario, c * 1e6)) / 1e6
+                        )
+                    })
+                    .collect()
+            };
+            let here = |o: &Outcome| {
+                format!(
+                    "{:.2}",
+                    model_iops(scenario, o, Hold::measured(scenario)) / 1e6
+                )
+            };
             let mut row = vec![
                 o.contender.name.clone(),
                 o.contender.trim_every_ms.map_or("-".into(), millis),
-                format!("{:.4}", o.allocs_per_k()),
-                format!("{:.4}", o.frees_per_k()),
             ];
             if scenario.wide {
+                for r in [o, b] {
+                    row.extend([rate(r.alloc_calls_per_k()), rate(r.allocs_per_k())]);
+                }
+                for r in [o, b] {
+                    row.extend([rate(r.free_calls_per_k()), rate(r.frees_per_k())]);
+                }
                 row.extend([
                     o.depot_peak.to_string(),
                     o.depot_peak_run.to_string(),
@@ -77,23 +115,47 @@ pub fn table(outcomes: &[Outcome], scenario: &Scenario) -> String {
                     o.held_after_idle.to_string(),
                     back,
                 ]);
-                row.extend(iops.into_iter().map(|v| v + "M"));
+                for r in [o, b] {
+                    row.extend(iops(r).into_iter().map(|v| v + "M"));
+                    row.push(here(r) + "M");
+                }
             } else {
+                for r in [o, b] {
+                    row.push(format!(
+                        "{}/{}",
+                        rate(r.alloc_calls_per_k()),
+                        rate(r.allocs_per_k())
+                    ));
+                }
+                for r in [o, b] {
+                    row.push(format!(
+                        "{}/{}",
+                        rate(r.free_calls_per_k()),
+                        rate(r.frees_per_k())
+                    ));
+                }
                 row.extend([
                     format!("{}/{}", o.depot_peak, o.depot_peak_run),
                     format!("{}/{}", o.held_at_load_end, o.held_after_idle),
                     back,
-                    iops.join("/"),
+                    iops(o).join("/"),
+                    iops(b).join("/"),
+                    format!("{}/{}", here(o), here(b)),
                 ]);
             }
             row
         })
         .collect();
     let mut out = markdown(&header, &rows);
-    let wall: f64 = outcomes.iter().map(|o| o.wall.as_secs_f64()).sum();
+    let wall: f64 = outcomes
+        .iter()
+        .flat_map(|o| [Some(o), o.batched.as_deref()])
+        .flatten()
+        .map(|o| o.wall.as_secs_f64())
+        .sum();
     writeln!(
         out,
-        "(Simulation wall time of this mode, summed over policies: {wall:.1} s.)"
+        "(Simulation wall time of this mode, summed over policies and both batch sizes: {wall:.1} s.)"
     )
     .unwrap();
     if let Some(o) = outcomes.first().filter(|o| o.mode.lazy()) {
@@ -127,40 +189,86 @@ pub fn legend(scenario: &Scenario) -> String {
     } else {
         ("depot peak load/run", "held load end/idle", " /")
     };
+    let hold = Hold::measured(scenario);
     let lines = [
         "Columns:".to_string(),
         "  policy: the depot policy (Fixed{cap}: a capped depot; OnePerTick{target}, WorkingSet{target}: Dynamic depots trimmed to their target; never trimmed: Dynamic, no trim() call)".into(),
         "  trim every: simulated time between two trim() calls (-: never trimmed)".into(),
         format!(
-            "  slow allocs/1k, slow frees/1k: calls to the source (the IOVA tree) per 1000 I/Os, counted after the {}% warm-up",
-            trim_float(scenario.warmup_percent)
+            "  allocs/1k, frees/1k calls/items: calls to the source (the IOVA tree) and the items they moved, per 1000 I/Os, counted after the {}% warm-up; (1): the cache asks for one item per refill (Options::source_batch = Some(1): Linux's alloc_iova, one range per miss), (B): for a whole magazine of {} per call (the crate's default); frees go back a magazine per call in both",
+            trim_float(scenario.warmup_percent),
+            scenario.magazine_size,
         ),
         format!(
-            "  {peak}: the most magazines holding IOVAs (full or partly filled) the depot held at once (Stats::depot_peak): during the load{then} over the whole run, which adds the completion of the last in-flight I/Os and the idle phase (there trim's idle-slot reclaim moves the slots' magazines into the depot just before it releases them)"
+            "  {peak}: of the (1) run: the most magazines holding IOVAs (full or partly filled) the depot held at once (Stats::depot_peak): during the load{then} over the whole run, which adds the completion of the last in-flight I/Os and the idle phase (there trim's idle-slot reclaim moves the slots' magazines into the depot just before it releases them)"
         ),
         format!(
-            "  {held}: IOVAs cached in the slots and the depot plus those queued in flush queues: when the load stopped and its in-flight I/Os completed{then} after {} s of idle time",
+            "  {held}: of the (1) run: IOVAs cached in the slots and the depot plus those queued in flush queues: when the load stopped and its in-flight I/Os completed{then} after {} s of idle time",
             trim_float(scenario.idle_seconds)
         ),
-        "  back to target: simulated time from the end of the load until the depot held no more magazines than its target (never: not within the idle phase; -: a Fixed depot, which has a cap and no target)".into(),
+        "  back to target: of the (1) run: simulated time from the end of the load until the depot held no more magazines than its target (never: not within the idle phase; -: a Fixed depot, which has a cap and no target)".into(),
         format!(
-            "  model IOPS{}: min({:.2}M device limit, C / slow-path calls per I/O), in millions, for each capacity C of the one tree lock in millions of slow-path calls per second: a model, not a measurement",
-            if scenario.wide { ", C=..M" } else { " at C=..M" },
+            "  IOPS{}: the hold-time model, min({:.2}M device limit, 1 s / tree-lock time per I/O), in millions, where a source call holds the one tree lock a + b x items: for each capacity C (millions of one-item calls per second) a + b = 1/C, split in the measured ratio a:b = {}:{}; a,b: the measured a = {} ns and b = {} ns themselves (--hold-a-ns, --hold-b-ns; this crate's IovaDomain tree on the development machine, not a 256-CPU machine). A model, not a measurement",
+            if scenario.wide { " C=..M" } else { " at C=..M" },
             scenario.iops as f64 / 1e6,
+            trim_float(hold.a_ns),
+            trim_float(hold.b_ns),
+            trim_float(hold.a_ns),
+            trim_float(hold.b_ns),
         ),
     ];
     lines.join("\n") + "\n"
 }
 
-/// The lock-capacity model: the device's IOPS unless the slow-path calls per I/O need
-/// more than `capacity` calls per second from the one tree lock.
-pub fn model_iops(scenario: &Scenario, outcome: &Outcome, capacity: f64) -> f64 {
+/// What one source call holds the tree lock for: `a_ns + b_ns x items`.
+#[derive(Clone, Copy, Debug)]
+pub struct Hold {
+    pub a_ns: f64,
+    pub b_ns: f64,
+}
+
+impl Hold {
+    /// The a and b of `--hold-a-ns` and `--hold-b-ns`.
+    pub fn measured(scenario: &Scenario) -> Self {
+        Hold {
+            a_ns: scenario.hold_a_ns,
+            b_ns: scenario.hold_b_ns,
+        }
+    }
+
+    /// A lock that serves `capacity` one-item calls per second: a + b = 1/capacity, in the
+    /// measured ratio of a to b.
+    pub fn capacity(scenario: &Scenario, capacity: f64) -> Self {
+        let measured = Self::measured(scenario);
+        let scale = 1e9 / capacity / (measured.a_ns + measured.b_ns);
+        Hold {
+            a_ns: measured.a_ns * scale,
+            b_ns: measured.b_ns * scale,
+        }
+    }
+}
+
+/// The hold-time model: the device's IOPS unless the slow path's calls and items per I/O
+/// hold the one tree lock for more than a second per second. With one item per call it
+/// is the lock-capacity model `capacity / calls per I/O`.
+pub fn model_iops(scenario: &Scenario, outcome: &Outcome, hold: Hold) -> f64 {
     let device = scenario.iops as f64;
-    let calls = outcome.slow_calls_per_io();
-    if calls == 0.0 {
+    let ns_per_io =
+        hold.a_ns * outcome.slow_calls_per_io() + hold.b_ns * outcome.slow_items_per_io();
+    if ns_per_io == 0.0 {
         device
     } else {
-        device.min(capacity / calls)
+        device.min(1e9 / ns_per_io)
+    }
+}
+
+/// A rate per 1000 I/Os with about four significant digits.
+fn rate(v: f64) -> String {
+    match v {
+        v if v >= 100.0 => format!("{v:.1}"),
+        v if v >= 10.0 => format!("{v:.2}"),
+        v if v >= 1.0 => format!("{v:.3}"),
+        v => format!("{v:.4}"),
     }
 }
 
@@ -211,9 +319,13 @@ pub fn markdown(header: &[String], rows: &[Vec<String>]) -> String {
 /// Writes every policy's time series as CSV.
 pub fn write_csv(outcomes: &[Outcome], path: &Path) -> std::io::Result<()> {
     let mut csv = String::from(
-        "mode,policy,trim_every_ms,phase,time_s,depot_full,depot_full_min,depot_full_max,depot_empty,cached_items,queued_items,slow_allocs,slow_frees\n",
+        "mode,policy,trim_every_ms,source_batch,phase,time_s,depot_full,depot_full_min,depot_full_max,depot_empty,cached_items,queued_items,slow_alloc_calls,slow_allocs,slow_free_calls,slow_frees\n",
     );
-    for o in outcomes {
+    let runs = outcomes
+        .iter()
+        .flat_map(|o| [Some(o), o.batched.as_deref()])
+        .flatten();
+    for o in runs {
         let trim = o
             .contender
             .trim_every_ms
@@ -225,9 +337,10 @@ pub fn write_csv(outcomes: &[Outcome], path: &Path) -> std::io::Result<()> {
             };
             writeln!(
                 csv,
-                "{},{},{trim},{phase},{:.3},{},{},{},{},{},{},{},{}",
+                "{},{},{trim},{},{phase},{:.3},{},{},{},{},{},{},{},{},{},{}",
                 o.mode,
                 o.contender.name,
+                o.source_batch,
                 s.ns as f64 / 1e9,
                 s.depot_full,
                 s.depot_full_min,
@@ -235,7 +348,9 @@ pub fn write_csv(outcomes: &[Outcome], path: &Path) -> std::io::Result<()> {
                 s.depot_empty,
                 s.cached,
                 s.queued,
+                s.slow.alloc_calls,
                 s.slow.allocs,
+                s.slow.free_calls,
                 s.slow.frees
             )
             .unwrap();
@@ -377,11 +492,17 @@ pub fn properties(outcomes: &[Outcome], scenario: &Scenario) -> Vec<Property> {
             millis(interval_ns / 1_000_000)
         ),
     );
-    for o in outcomes {
+    for o in outcomes
+        .iter()
+        .flat_map(|o| [Some(o), o.batched.as_deref()])
+        .flatten()
+    {
         claim(
             format!(
-                "{}: Stats agree with the source, nothing lost",
-                o.contender.label()
+                "{} (batch {}): Stats agree with the source (calls and items), each call moved 1 to {} items, nothing lost",
+                o.contender.label(),
+                o.source_batch,
+                o.source_batch,
             ),
             o.audit.is_empty(),
             o.audit.join("; "),

@@ -8,6 +8,14 @@ use clap::{Parser, ValueEnum};
 /// rate at most 1/5 of Fixed{32}'s) is checked: the default length.
 pub const STEADY_SECONDS: f64 = 60.0;
 
+/// The hold-time model's a (ns): what one source call holds the tree lock for is
+/// a + b x items. The median of three `--threads 2` fits on the IovaDomain tree,
+/// uncontended (one thread), on the 2-core development machine (2026-12-06, `6bd93c9`):
+/// see examples/seed/README.md.
+pub const HOLD_A_NS: f64 = 7.0;
+/// The hold-time model's b (ns per item), measured as [`HOLD_A_NS`].
+pub const HOLD_B_NS: f64 = 110.0;
+
 /// How an unmap returns its IOVA (Linux: `iommu.strict=1` or the lazy default).
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -136,10 +144,19 @@ pub struct Scenario {
     /// Lazy mode: the flush timer's delay in simulated ms (Linux: IOVA_FQ_TIMEOUT).
     #[arg(long, default_value_t = 10)]
     pub fq_timeout_ms: u64,
-    /// The IOPS model's tree-lock capacities C, in millions of slow-path calls per second,
-    /// comma-separated.
+    /// The IOPS model's tree-lock capacities C, in millions of one-item slow-path calls
+    /// per second, comma-separated (a one-item call holds the lock 1/C, split between a
+    /// and b in the measured ratio of --hold-a-ns to --hold-b-ns).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     pub lock_mcalls: Vec<f64>,
+    /// The hold-time model's fixed cost of one source call under the tree lock, in ns:
+    /// a lock hold is a + b x items. The default is measured on this crate's IovaDomain
+    /// tree with `--threads 2` (see examples/seed/README.md), not on a 256-CPU machine.
+    #[arg(long, default_value_t = HOLD_A_NS)]
+    pub hold_a_ns: f64,
+    /// The hold-time model's cost per item of a source call under the tree lock, in ns.
+    #[arg(long, default_value_t = HOLD_B_NS)]
+    pub hold_b_ns: f64,
     /// Full magazines trimming leaves in a Dynamic depot [default: cpus].
     #[arg(long)]
     pub target: Option<usize>,
@@ -236,6 +253,12 @@ impl Scenario {
         }
         if self.modes.is_empty() {
             return Err("--modes needs at least one of strict, lazy-irq, lazy-submit".into());
+        }
+        if !(self.hold_a_ns >= 0.0
+            && self.hold_b_ns >= 0.0
+            && self.hold_a_ns + self.hold_b_ns > 0.0)
+        {
+            return Err("--hold-a-ns and --hold-b-ns must be >= 0, not both 0".into());
         }
         if self.lock_mcalls.is_empty() || !self.lock_mcalls.iter().all(|&c| c > 0.0) {
             return Err("--lock-mcalls needs positive capacities".into());

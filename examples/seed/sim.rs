@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
-use magazine::Cache;
+use magazine::{Cache, Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -79,6 +79,12 @@ pub struct Outcome {
     pub flush: FlushCounts,
     /// Disagreements between the source's own counts and the cache's `Stats`.
     pub audit: Vec<String>,
+    /// Items the cache asks the source for per refill (`Options::source_batch`): 1 is
+    /// Linux's one at a time.
+    pub source_batch: usize,
+    /// The same policy and mode run with the other batch size (`main` pairs them: the
+    /// one-at-a-time run holds the batched one).
+    pub batched: Option<Box<Outcome>>,
 }
 
 impl Outcome {
@@ -92,8 +98,24 @@ impl Outcome {
         per_k(self.counted_slow.frees, self.counted_ios)
     }
 
+    /// Slow-path alloc calls per 1000 counted I/Os (each hands 1 to `source_batch` items).
+    pub fn alloc_calls_per_k(&self) -> f64 {
+        per_k(self.counted_slow.alloc_calls, self.counted_ios)
+    }
+
+    /// Slow-path free calls per 1000 counted I/Os (each a magazine or less).
+    pub fn free_calls_per_k(&self) -> f64 {
+        per_k(self.counted_slow.free_calls, self.counted_ios)
+    }
+
     /// Slow-path calls (allocs + frees) per counted I/O.
     pub fn slow_calls_per_io(&self) -> f64 {
+        let s = self.counted_slow;
+        (s.alloc_calls + s.free_calls) as f64 / self.counted_ios.max(1) as f64
+    }
+
+    /// Items moved by slow-path calls (allocs + frees) per counted I/O.
+    pub fn slow_items_per_io(&self) -> f64 {
         (self.counted_slow.allocs + self.counted_slow.frees) as f64 / self.counted_ios.max(1) as f64
     }
 }
@@ -217,11 +239,13 @@ struct Run<'a> {
     peak_seen: usize,
 }
 
-/// Simulates `contender` on the scenario in `mode`: the load, then the idle phase.
+/// Simulates `contender` on the scenario in `mode`, the cache asking its source for
+/// `source_batch` items per refill: the load, then the idle phase.
 pub fn simulate(
     scenario: &Scenario,
     mode: Mode,
     contender: &Contender,
+    source_batch: usize,
     bar: &ProgressBar,
 ) -> Outcome {
     let started = Instant::now();
@@ -230,7 +254,11 @@ pub fn simulate(
     let mut run = Run {
         scenario,
         contender,
-        cache: Cache::with_config(CountingIds::default(), contender.config(scenario)),
+        cache: Cache::with_options(CountingIds::default(), contender.config(scenario), {
+            let mut options = Options::default();
+            options.source_batch = Some(source_batch);
+            options
+        }),
         unmapper: Unmapper::new(scenario, mode),
         trims: contender.trim_every_ms.map(|ms| Every::new(ms * 1_000_000)),
         sampler: Every::new(scenario.sample_ms * 1_000_000),
@@ -271,7 +299,7 @@ pub fn simulate(
     bar.finish();
 
     let depot_peak_run = run.cache.stats().depot_peak;
-    let mut audit = run.audit(load.in_flight());
+    let mut audit = run.audit(load.in_flight(), source_batch);
     // The plot's panel titles quote the two peaks: each must be a value of its line.
     let line_peak = |phase: Option<Phase>| {
         run.samples
@@ -313,6 +341,8 @@ pub fn simulate(
             .as_ref()
             .map_or_else(FlushCounts::default, FlushQueues::counts),
         audit,
+        source_batch,
+        batched: None,
     }
 }
 
@@ -431,17 +461,36 @@ impl Run<'_> {
         self.depot_min = usize::MAX;
     }
 
-    /// Cross-checks the cache's `Stats` against the source's own counts, and conservation:
-    /// every item the source handed out is in flight, queued for a flush, or cached.
-    fn audit(&self, in_flight: usize) -> Vec<String> {
+    /// Cross-checks the cache's `Stats` against the source's own counts (calls and items),
+    /// the calls against the items (each call moves at least one item, an alloc call at
+    /// most `source_batch`, a free call at most a magazine), and conservation: every item
+    /// the source handed out is in flight, queued for a flush, or cached.
+    fn audit(&self, in_flight: usize, source_batch: usize) -> Vec<String> {
         let stats = self.cache.stats();
         let seen = self.cache.source().slow_path();
         let mut errors = Vec::new();
-        if stats.source_allocs != seen.allocs || stats.source_frees != seen.frees {
+        let counted = [
+            stats.source_alloc_calls,
+            stats.source_allocs,
+            stats.source_free_calls,
+            stats.source_frees,
+        ];
+        let own = [seen.alloc_calls, seen.allocs, seen.free_calls, seen.frees];
+        if counted != own {
             errors.push(format!(
-                "Stats says {} allocs / {} frees, the source saw {} / {}",
-                stats.source_allocs, stats.source_frees, seen.allocs, seen.frees
+                "Stats says {counted:?} alloc calls, allocs, free calls, frees; the source saw {own:?}"
             ));
+        }
+        let magazine = self.scenario.magazine_size as u64;
+        for (what, calls, items, most) in [
+            ("alloc", seen.alloc_calls, seen.allocs, source_batch as u64),
+            ("free", seen.free_calls, seen.frees, magazine),
+        ] {
+            if items < calls || items > calls * most {
+                errors.push(format!(
+                    "{calls} {what} calls moved {items} items: not between 1 and {most} per call"
+                ));
+            }
         }
         let held = (self.cache.cached() + self.unmapper.queued() + in_flight) as u64;
         if held != seen.outstanding() {

@@ -5,20 +5,28 @@ use std::sync::Mutex;
 
 use magazine::Source;
 
-/// Hands out ids (reusing freed ones) and counts every slow-path call itself, so that the
-/// cache's own `Stats` can be cross-checked against what the source actually saw.
+/// Hands out ids (reusing freed ones) and counts every slow-path call and item itself, so
+/// that the cache's own `Stats` can be cross-checked against what the source actually saw.
 #[derive(Default)]
 pub struct CountingIds {
     free: Mutex<Vec<u32>>,
     next: AtomicU64,
+    alloc_calls: AtomicU64,
     allocs: AtomicU64,
+    free_calls: AtomicU64,
     frees: AtomicU64,
 }
 
-/// The slow-path calls a source has seen so far.
+/// The slow-path calls a source has seen so far, and the items they moved.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SlowPath {
+    /// `alloc` and `alloc_batch` calls.
+    pub alloc_calls: u64,
+    /// Items those calls handed out.
     pub allocs: u64,
+    /// `free_batch` calls.
+    pub free_calls: u64,
+    /// Items those calls took back.
     pub frees: u64,
 }
 
@@ -28,22 +36,34 @@ impl SlowPath {
         self.allocs - self.frees
     }
 
-    /// Calls since `earlier`.
+    /// Calls and items since `earlier`.
     pub fn since(self, earlier: SlowPath) -> SlowPath {
         SlowPath {
+            alloc_calls: self.alloc_calls - earlier.alloc_calls,
             allocs: self.allocs - earlier.allocs,
+            free_calls: self.free_calls - earlier.free_calls,
             frees: self.frees - earlier.frees,
         }
     }
 }
 
 impl CountingIds {
-    /// Calls seen so far.
+    /// Calls and items seen so far.
     pub fn slow_path(&self) -> SlowPath {
         SlowPath {
+            alloc_calls: self.alloc_calls.load(Ordering::Relaxed),
             allocs: self.allocs.load(Ordering::Relaxed),
+            free_calls: self.free_calls.load(Ordering::Relaxed),
             frees: self.frees.load(Ordering::Relaxed),
         }
+    }
+
+    /// A freed id, else a new one.
+    fn take(&self, free: &mut Vec<u32>) -> u32 {
+        free.pop().unwrap_or_else(|| {
+            let id = self.next.fetch_add(1, Ordering::Relaxed);
+            u32::try_from(id).expect("fewer than 2^32 ids are ever outstanding")
+        })
     }
 }
 
@@ -51,15 +71,24 @@ impl Source for CountingIds {
     type Item = u32;
 
     fn alloc(&self) -> Option<u32> {
+        self.alloc_calls.fetch_add(1, Ordering::Relaxed);
         self.allocs.fetch_add(1, Ordering::Relaxed);
-        let reused = self.free.lock().unwrap().pop();
-        Some(reused.unwrap_or_else(|| {
-            let id = self.next.fetch_add(1, Ordering::Relaxed);
-            u32::try_from(id).expect("fewer than 2^32 ids are ever outstanding")
-        }))
+        Some(self.take(&mut self.free.lock().unwrap()))
+    }
+
+    /// The whole batch under one lock hold (never short: new ids are always there).
+    fn alloc_batch(&self, max: usize, out: &mut dyn FnMut(u32)) -> usize {
+        self.alloc_calls.fetch_add(1, Ordering::Relaxed);
+        self.allocs.fetch_add(max as u64, Ordering::Relaxed);
+        let mut free = self.free.lock().unwrap();
+        for _ in 0..max {
+            out(self.take(&mut free));
+        }
+        max
     }
 
     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) {
+        self.free_calls.fetch_add(1, Ordering::Relaxed);
         let mut free = self.free.lock().unwrap();
         let before = free.len();
         free.extend(items);
@@ -91,11 +120,18 @@ impl Source for IovaTree {
         self.0.alloc(1, u64::MAX, true).map(|iova| iova.pfn_lo)
     }
 
+    /// A whole refill under one hold of the tree lock: the ranges `max` `alloc` calls in
+    /// a row would place.
+    fn alloc_batch(&self, max: usize, out: &mut dyn FnMut(u64)) -> usize {
+        self.0
+            .alloc_batch(1, u64::MAX, true, max, &mut |iova| out(iova.pfn_lo))
+            .unwrap_or(0)
+    }
+
+    /// A whole magazine under one hold of the tree lock.
     fn free_batch(&self, items: &mut dyn Iterator<Item = u64>) {
-        for pfn in items {
-            self.0
-                .free(pfn)
-                .expect("the cache frees only pfns the tree allocated, once");
-        }
+        self.0
+            .free_batch(items)
+            .expect("the cache frees only pfns the tree allocated, once");
     }
 }

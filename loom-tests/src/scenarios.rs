@@ -806,3 +806,72 @@ pub fn shelf_race(scale: Scale) {
     );
     finish_cache(cache, &tracker);
 }
+
+/// Scenario 17: a batch refill races a flush and a trim. Invariants 1, 5, and the refill's
+/// keep (module `magazine::docs::design`, the exhaustion rule: the refill keeps its batch
+/// as the exhaustion flush keeps what it finds). Magazines of 2, so a refill asks the
+/// source for a batch of 2 (`Options::source_batch` at its default: a whole magazine;
+/// the tracker's `alloc_batch` is the default loop of `alloc`). Each refiller allocates
+/// on its own empty slot (the first on slot 0), so its allocation misses, finds the depot
+/// empty and fills a magazine from the source with no slot held, then takes its slot
+/// again to keep the batch there. Meanwhile the flusher frees an item into slot 0 (so
+/// slot 0 may hold items by the time its refiller takes it again) and flushes slot 0, and
+/// the trimmer trims (`WorkingSet`, target 0: it releases the depot's unused magazines and
+/// reclaims idle slots). At the shuttle scale the flusher then flushes every slot, and
+/// each worker repeats its operations.
+///
+/// What it asserts: conservation, and, once quiescent, every item (cached or in the
+/// source) is found again. Not that every refill gets an item: a flush or a trim may
+/// return the batch's rest to the source, and another refiller may take it.
+pub fn refill_race(scale: Scale) {
+    let refillers = (scale.threads - 1).max(1);
+    let rounds = if scale.threads > 2 { scale.rounds } else { 1 };
+    let tracker = Tracker::new(2 * refillers + 1);
+    let cache = cache(&tracker, config(2, refillers, dynamic(0, Trim::WorkingSet)));
+    let mut held = tracker.take(1);
+    let mut handles: Vec<_> = (0..refillers)
+        .map(|cpu| {
+            let cache = Arc::clone(&cache);
+            spawn(move || {
+                for _ in 0..rounds {
+                    // `None` is legitimate: the items may all sit in a slot another thread
+                    // holds, or be on their way back to the source.
+                    if let Some(item) = cache.alloc_on(cpu) {
+                        cache.free_on(cpu, item);
+                    }
+                }
+            })
+        })
+        .collect();
+    let flusher = {
+        let cache = Arc::clone(&cache);
+        spawn(move || {
+            cache.free_on(0, held.pop().unwrap());
+            for round in 0..rounds {
+                cache.flush_cpu(round % refillers);
+            }
+        })
+    };
+    let trimmer = {
+        let cache = Arc::clone(&cache);
+        spawn(move || {
+            for _ in 0..rounds {
+                cache.trim();
+            }
+        })
+    };
+    handles.push(flusher);
+    handles.push(trimmer);
+    join_all(handles);
+    // Quiescent: every item, cached or back in the source, is found again.
+    let found: Vec<Item> = core::iter::from_fn(|| cache.alloc_on(0)).collect();
+    assert_eq!(
+        found.len(),
+        2 * refillers + 1,
+        "an item was not found again"
+    );
+    for item in found {
+        cache.free_on(0, item);
+    }
+    finish_cache(cache, &tracker);
+}

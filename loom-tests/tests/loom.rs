@@ -161,3 +161,8 @@ fn iova_double_free_race() {
 fn iova_free_alloc_race() {
     check(|| scenarios::iova_free_alloc_race(C));
 }
+
+#[test]
+fn refill_race() {
+    check(|| scenarios::refill_race(C));
+}

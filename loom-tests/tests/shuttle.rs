@@ -156,3 +156,8 @@ fn iova_double_free_race() {
 fn iova_free_alloc_race() {
     check(|| scenarios::iova_free_alloc_race(S));
 }
+
+#[test]
+fn refill_race() {
+    check(|| scenarios::refill_race(S));
+}

@@ -354,6 +354,22 @@ impl<S: Source> Cache<S> {
                 }
                 self.counters.source_alloc_calls.add(1);
                 self.mark_wet();
+                if cfg!(magazine_mutant = "refill_replaces_loaded") {
+                    // MUTANT: the slot was empty when the allocation missed, so the batch
+                    // replaces its loaded magazine, no re-check after the source call; the
+                    // one replaced (a concurrent free may have filled it) is dropped.
+                    if let Home::Slot(index) = home {
+                        if let Some(mut slot) = self.retake(*index) {
+                            let mut filled = filled;
+                            let item = filled.pop();
+                            let replaced = slot.with(|magazines| {
+                                core::mem::replace(&mut magazines.loaded, filled)
+                            });
+                            drop((slot, replaced));
+                            return item;
+                        }
+                    }
+                }
                 let (item, refused) = self.keep_found(filled, None, home);
                 return item.map(|item| self.release_all_holding(refused, item));
             }
