@@ -64,17 +64,18 @@ impl fmt::Display for Mode {
 #[command(
     about = "The seed scenario: the 256-CPU Linux IOVA cache collapse replayed on this crate's \
              cache, one table per unmap mode comparing every depot policy (deterministic; \
-             about 30-50 s on 2 cores with the defaults; --help says more)",
+             about 2 minutes on 2 cores with the defaults; --help says more)",
     long_about = "The seed scenario: the workload of the 256-CPU Linux IOVA rcache report \
                   replayed on this crate's real cache, on a simulated clock. 256 vCPUs keep 16 \
                   I/Os in flight each; the 16 IRQ CPUs 0, 16, ..., 240 complete them. For each \
                   unmap mode (lazy-submit, lazy-irq, strict) it runs five depot policies \
                   (Linux <= 6.6's Fixed{32}, the report's Fixed{256}, Linux >= 6.7's \
-                  OnePerTick, this crate's WorkingSet, a depot never trimmed) for 60 simulated \
+                  OnePerTick, this crate's WorkingSet, a depot never trimmed), each with one \
+                  item per source refill and with a magazine per refill, for 60 simulated \
                   seconds of load and 5 of idle time, then prints a table per mode with a \
                   legend, and writes target/seed/seed.csv and target/seed/seed.svg. The same \
                   seed gives the same numbers on any machine.\n\n\
-                  Run time: about 30-50 s of wall time on 2 cores with the defaults (the \
+                  Run time: about 2 minutes of wall time on 2 cores with the defaults (the \
                   policies run in parallel, --jobs); it scales with --seconds and with the \
                   number of modes and --working-set-ms intervals (--seconds 2: a few seconds). \
                   --threads N instead runs the strict load on N real threads for --seconds.",
