@@ -20,6 +20,15 @@
 #   plain_take_accepts_free a take of an active slot (FREE) goes the way of a plain one
 #                           (PLAIN): a CAS with no claim or fence, while a sequence that
 #                           read FREE may still commit (`slots_beyond_the_cpus_take_no_fence`)
+#   abort_skips_rearm       the abort handler restarts past the store of `rseq_cs`, which
+#                           the kernel cleared when it aborted the section: the retry runs
+#                           unarmed, and a signal inside it lets a stale commit through
+#                           (`abort_path_rearms_the_section`: a signal handler that finds
+#                           the interrupted thread inside a section, or an item duplicated
+#                           or lost by the handler's hits on the same slot)
+#   activity_ignores_sequence_hits  idle-slot reclaim counts only the hits owners folded,
+#                           so a slot that only sequences used during a trim interval is
+#                           reclaimed as idle (`idle_reclaim_keeps_a_slot_that_only_sequences_use`)
 #
 # Not here: an acknowledgement made from another CPU. Its race needs another CPU's
 # sequence to stay in flight through a whole claim, acknowledgement and take, which a
@@ -30,8 +39,9 @@
 # test checks the slot protocol and the mutants are skipped, saying so.
 # The mutants share one target directory and the RUSTC_WRAPPER of loom-tests/mutants.sh,
 # which sets the mutant's cfg on the `magazine` crate alone, so the dependencies are built
-# once. Measured on the 2-core machine: about 4 s for the test; the first mutant build
-# about 45 s, each further one about 15 s.
+# once. A mutant with a test of its own (ONLY below) runs that test alone. Measured on the
+# 2-core machine: about 4 s for the test; the first mutant build about 45 s, each further
+# one about 15 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -46,9 +56,15 @@ fi
 
 export CARGO_TARGET_DIR=target/rseq-mutant
 export RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh
+# The test written for a mutant, run alone (the others run the whole binary).
+declare -A ONLY=(
+  [abort_skips_rearm]=abort_path_rearms_the_section
+  [activity_ignores_sequence_hits]=idle_reclaim_keeps_a_slot_that_only_sequences_use
+)
 failed=0
 for mutant in fence_skipped commit_before_read count_before_commit alloc_hits_overflow \
-  claim_takes_loaded take_commits_with_store plain_take_accepts_free; do
+  claim_takes_loaded take_commits_with_store plain_take_accepts_free abort_skips_rearm \
+  activity_ignores_sequence_hits; do
   start=$SECONDS
   # The wrapper's cfg is not in cargo's fingerprint: rebuild the crate for each mutant.
   cargo clean --release -p magazine >/dev/null 2>&1 || true
@@ -60,7 +76,7 @@ for mutant in fence_skipped commit_before_read count_before_commit alloc_hits_ov
     # is a catch too, after 120 s.
     status=0
     MAGAZINE_MUTANT=$mutant MAGAZINE_RSEQ_OPS=40000000 timeout 120 \
-      cargo test --release --test rseq >"$log" 2>&1 || status=$?
+      cargo test --release --test rseq -- ${ONLY[$mutant]:-} >"$log" 2>&1 || status=$?
     [ "$status" -ne 124 ] || echo "killed after 120 s: a hang" >>"$log"
     if [ "$status" -ne 0 ]; then
       caught=$attempt
@@ -69,6 +85,8 @@ for mutant in fence_skipped commit_before_read count_before_commit alloc_hits_ov
   done
   if [ -n "$caught" ]; then
     what=$(grep -m1 -E "panicked|malloc\(\)|corruption|assertion|SIG|killed after" "$log" | cut -c1-120 || true)
+    # A panic's message is on the line after its location.
+    case $what in *panicked*) what="${what%:}: $(grep -m1 -A1 panicked "$log" | tail -n 1 | cut -c1-120)" ;; esac
     echo "rseq: caught $mutant on run $caught in $((SECONDS - start)) s: $what"
   else
     echo "rseq: MUTANT $mutant ESCAPED three runs"

@@ -389,9 +389,20 @@ macro_rules! abort_handler {
             ".long 0x53053053\n",
             $label,
             ":\n",
+            // MUTANT (abort_skips_rearm): the restart jumps past the store of `rseq_cs`
+            // (to 21, which every `enter_cpu!` defines), which the kernel cleared when it
+            // aborted the section: the retry runs unprotected, and a second preemption or
+            // signal inside it lets a stale commit through. An assembler conditional, so
+            // that the real build's machine code is the same with or without it.
+            ".ifc ",
+            cfg!(magazine_mutant = "abort_skips_rearm"),
+            ",true\n",
+            "jmp 21b\n",
+            ".else\n",
             "jmp ",
             $restart,
             "\n",
+            ".endif\n",
             ".popsection\n",
         )
     };

@@ -115,7 +115,12 @@ impl<T> Slot<T> {
     /// Operations done on this slot (wrapping): hits and exchanges. (A fold moves hits
     /// between the two sums without changing the total.)
     fn activity(&self) -> usize {
-        let [alloc, free] = self.unfolded_hits();
+        let [alloc, free] = match cfg!(magazine_mutant = "activity_ignores_sequence_hits") {
+            // MUTANT: the hits that sequences counted in the length word are left out, so
+            // a slot that only sequences use looks idle to trim.
+            true => [0, 0],
+            false => self.unfolded_hits(),
+        };
         [
             &self.alloc_hits,
             &self.free_hits,

@@ -532,3 +532,498 @@ fn claims_are_acknowledged_by_the_slots_cpu() {
     drop(cache);
     source.assert_all_home();
 }
+
+/// Idle-slot reclaim (`Options::reclaim_idle_slots`, on by default with `WorkingSet`)
+/// keeps the working set: a slot that only restartable sequences used during a trim
+/// interval is in use, although no owner took it to fold their hits into its counters
+/// (they are still counted in its loaded magazine's length word), and keeps its
+/// magazines; a slot nobody used is idle, and the trim after the interval takes its
+/// magazines and, the target being 0, returns their items to the source.
+#[test]
+fn idle_reclaim_keeps_a_slot_that_only_sequences_use() {
+    let cpus = allowed_cpus();
+    let mut options = Options::default();
+    options.restartable_sequences = true;
+    let config = Config {
+        magazine_size: 4,
+        cpus: cpus.len().max(configured_cpus()),
+        depot: DepotPolicy::Dynamic {
+            target: 0,
+            trim: Trim::WorkingSet,
+        },
+    };
+    let pool = 64;
+    let source = Arc::new(Tracking::new(pool));
+    let cache = Cache::with_options(Arc::clone(&source), config, options);
+    if !cache.runs_restartable_sequences() {
+        eprintln!("no restartable sequences here: skipped");
+        return;
+    }
+    let busy = cpus[0];
+    // A slot no thread runs on: only the `_on` calls below use it.
+    let idle = (busy + 1) % cache.config().cpus;
+    let on_busy_cpu = |work: &(dyn Fn() + Sync)| {
+        thread::scope(|s| {
+            s.spawn(|| {
+                run_on(&[busy]);
+                work();
+            });
+        })
+    };
+    // Three items, straight from the source, in the busy CPU's loaded magazine (the first
+    // free activates the slot, the others are sequence hits), two in the idle slot's.
+    on_busy_cpu(&|| {
+        for _ in 0..3 {
+            cache.free(source.alloc().unwrap());
+        }
+    });
+    for _ in 0..2 {
+        cache.free_on(idle, source.alloc().unwrap());
+    }
+    // `cached` takes every slot, which folds the hits counted so far into the counters.
+    assert_eq!(cache.cached(), 5);
+    // The first trim opens the interval: both slots were used before it.
+    cache.trim();
+    assert_eq!(
+        source.at_home(),
+        pool as usize - 5,
+        "a slot in use was reclaimed"
+    );
+    // During the interval, only sequence hits on the busy CPU's slot (its loaded magazine
+    // holds 2 or 3 items at each): nobody takes the slot, so nobody folds them.
+    on_busy_cpu(&|| {
+        for _ in 0..1000 {
+            let id = cache.alloc().unwrap();
+            cache.free(id);
+        }
+    });
+    let before = cache.stats();
+    cache.trim();
+    let stats = cache.stats();
+    assert_eq!(
+        stats.depot_pushes - before.depot_pushes,
+        1,
+        "the idle slot's magazine, and nothing else, reclaimed: {stats:?}"
+    );
+    assert_eq!(
+        source.at_home(),
+        pool as usize - 3,
+        "the idle slot's 2 items went home and the busy slot's 3 stayed: {stats:?}"
+    );
+    assert_eq!(cache.cached(), 3);
+    drop(cache);
+    source.assert_all_home();
+}
+
+/// An item the abort-path test moves: made from a tracking id, and checked whole when it
+/// comes out of the cache (a stale commit can hand out a cell that was overwritten).
+trait Tagged: Send + Sized + 'static {
+    fn make(id: u32) -> Self;
+    /// The id, after checking every word of the item.
+    fn id(&self) -> u32;
+}
+
+impl Tagged for u64 {
+    fn make(id: u32) -> Self {
+        TAG | u64::from(id)
+    }
+
+    fn id(&self) -> u32 {
+        assert_eq!(self & !0xffff_ffff, TAG, "a garbled item: {self:#x}");
+        *self as u32
+    }
+}
+
+/// A 64 KiB item: the sequences copy it with `rep movsb` inside the critical section, so
+/// a sequence lasts long enough (a microsecond or two) for a second signal to land in it.
+struct Page([u64; 8192]);
+
+impl Tagged for Page {
+    fn make(id: u32) -> Self {
+        Page([TAG | u64::from(id); 8192])
+    }
+
+    fn id(&self) -> u32 {
+        let first = self.0[0];
+        if let Some(other) = self.0.iter().find(|&&word| word != first) {
+            panic!("a torn item: {first:#x} and {other:#x}");
+        }
+        first.id()
+    }
+}
+
+/// A tracking source of [`Tagged`] items.
+struct TaggedSource<I>(Arc<Tracking>, std::marker::PhantomData<fn() -> I>);
+
+impl<I: Tagged> Source for TaggedSource<I> {
+    type Item = I;
+
+    fn alloc(&self) -> Option<I> {
+        self.0.alloc().map(I::make)
+    }
+
+    fn free_batch(&self, items: &mut dyn Iterator<Item = I>) {
+        self.0.free_batch(&mut items.map(|item| item.id()))
+    }
+}
+
+/// What the signal handler of [`abort_path_rearms_the_section`] works with: the cache and
+/// the one item it keeps between two signals.
+struct Interrupted<I: Tagged> {
+    cache: Cache<TaggedSource<I>>,
+    /// The item the handler took and keeps until the next signal. Only the handler
+    /// touches it while signals are sent (it does not nest: its signal is blocked while it
+    /// runs), and the worker only after the last one.
+    kept: std::cell::UnsafeCell<Option<I>>,
+    /// Whether the handler holds an item (0 or 1), for the worker's checks.
+    holding: AtomicUsize,
+    /// The worker is folding the hit counts (`cached`, which takes the slot): the handler
+    /// does nothing.
+    quiet: AtomicBool,
+    /// Handler operations since the last fold; the handler stops at [`HANDLER_OPS`].
+    ops: AtomicUsize,
+    /// Handler allocations and frees in all.
+    allocs: AtomicUsize,
+    frees: AtomicUsize,
+    /// Signals received, and those whose interrupted instruction lay inside a critical
+    /// section (see [`inside_a_section`]).
+    signals: AtomicUsize,
+    inside: AtomicUsize,
+    /// Signals whose handler has returned (or is returning).
+    handled: AtomicUsize,
+}
+
+// SAFETY: `kept` is used by one thread at a time: the worker's signal handler while
+// signals are sent, then the worker (see the field).
+unsafe impl<I: Tagged> Sync for Interrupted<I> {}
+
+/// The worker folds the sequences' hit counts every `FOLD` pairs, and the handler does at
+/// most `HANDLER_OPS` operations (half of them allocations) between two folds: the
+/// allocation hits counted in the length word stay below `2^15` (8192 + 16384), so no
+/// hit sequence misses for full counters (a miss in the handler would run the slow path,
+/// which is not async-signal-safe).
+const FOLD: usize = 8192;
+const HANDLER_OPS: usize = 4 * FOLD;
+
+/// The most signals the worker gets per pair it has done (see the signaller).
+const SIGNALS_PER_PAIR: usize = 8;
+
+/// The handler's `Interrupted<I>`, while one is running.
+static INTERRUPTED: std::sync::atomic::AtomicPtr<()> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+// One empty descriptor in the crate's descriptor section (`src/rseq.rs`), so that the
+// section and its bounds exist in every x86_64 build of this test, sequences or not: a
+// zero-length section at address 0, which no instruction is in.
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".pushsection __rseq_cs, \"aw\", @progbits",
+    ".balign 32",
+    ".zero 32",
+    ".popsection",
+);
+
+/// Whether the instruction a signal interrupted (in `context`, a `ucontext_t`) lies inside
+/// one of the crate's restartable sequences: the `[start_ip, start_ip +
+/// post_commit_offset)` of a `struct rseq_cs` in the `__rseq_cs` section, where
+/// `src/rseq.rs` puts every descriptor (32-byte aligned, 32 bytes apart). Never, while
+/// the sequences are armed: the kernel moves a thread signalled inside its armed section
+/// to the abort handler before the signal handler runs, so the context shows `abort_ip`.
+/// A section entered without storing its descriptor in `rseq_cs` (a restart that skips
+/// the store; the kernel cleared `rseq_cs` when it aborted the section) is not aborted.
+#[cfg(target_arch = "x86_64")]
+fn inside_a_section(context: *const libc::c_void) -> bool {
+    extern "C" {
+        // The bounds of the `__rseq_cs` section, from the linker.
+        static __start___rseq_cs: [u64; 4];
+        static __stop___rseq_cs: [u64; 4];
+    }
+    // SAFETY: the kernel passes a `ucontext_t` to an SA_SIGINFO handler.
+    let ip =
+        unsafe { (*context.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RIP as usize] }
+            as u64;
+    // SAFETY: the section holds `struct rseq_cs` descriptors 32 bytes apart (the `.balign
+    // 32` of each), read as four words: version and flags, start_ip, post_commit_offset,
+    // abort_ip. Static data, never written.
+    let descriptors = unsafe {
+        let (start, stop) = (
+            std::ptr::addr_of!(__start___rseq_cs),
+            std::ptr::addr_of!(__stop___rseq_cs),
+        );
+        std::slice::from_raw_parts(start, (stop as usize - start as usize) / 32)
+    };
+    descriptors
+        .iter()
+        .any(|&[_, start, length, _]| ip.wrapping_sub(start) < length)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn inside_a_section(_: *const libc::c_void) -> bool {
+    false
+}
+
+/// SIGUSR2's handler: a hit on the worker's slot, alternately an allocation (whose item it
+/// keeps) and a free of that item. Async-signal-safe because each is a hit, a restartable
+/// sequence and nothing else: no allocation, no lock (the test keeps every sequence a hit,
+/// see [`abort_path_rearms_the_section`]); the rest is atomics and reads of static data.
+/// (A panic here would abort the process: an `extern "C"` function does not unwind.)
+extern "C" fn interrupt<I: Tagged>(
+    _: libc::c_int,
+    _: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) {
+    let interrupted = INTERRUPTED.load(Ordering::Acquire);
+    if interrupted.is_null() {
+        return;
+    }
+    // SAFETY: the worker, the only thread that receives SIGUSR2 and so the one this
+    // handler runs on, stores its `Interrupted<I>` there, and clears it (`Finish`, also
+    // when it unwinds) before the `Interrupted` can be dropped.
+    let interrupted = unsafe { &*(interrupted as *const Interrupted<I>) };
+    interrupted.signals.fetch_add(1, Ordering::Relaxed);
+    if inside_a_section(context) {
+        interrupted.inside.fetch_add(1, Ordering::Relaxed);
+    }
+    if !interrupted.quiet.load(Ordering::Relaxed)
+        && interrupted.ops.fetch_add(1, Ordering::Relaxed) < HANDLER_OPS
+    {
+        // SAFETY: only this handler touches `kept` while signals are sent (see the field).
+        let kept = unsafe { &mut *interrupted.kept.get() };
+        match kept.take() {
+            Some(item) => {
+                interrupted.cache.free(item);
+                interrupted.frees.fetch_add(1, Ordering::Relaxed);
+                interrupted.holding.store(0, Ordering::Relaxed);
+            }
+            None => {
+                *kept = interrupted.cache.alloc();
+                interrupted.allocs.fetch_add(1, Ordering::Relaxed);
+                interrupted.holding.store(1, Ordering::Relaxed);
+            }
+        }
+    }
+    // Release: the signaller sends the next signal once it sees this.
+    interrupted.handled.fetch_add(1, Ordering::Release);
+}
+
+/// Installs `interrupt::<I>` for SIGUSR2.
+fn catch_sigusr2<I: Tagged>() {
+    type Handler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
+    // SAFETY: a zeroed `sigaction` is valid (empty mask, no flags); SIGUSR2 is blocked
+    // while its handler runs (no SA_NODEFER); the handler is async-signal-safe (see it).
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = interrupt::<I> as Handler as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut()),
+            0
+        );
+    }
+}
+
+/// The end of the signals, on the worker's thread, also when it unwinds: tells the
+/// signaller to stop, waits until it has (so that it never signals a thread that has
+/// ended), then takes the `Interrupted` away from the handler (a signal still pending
+/// finds none).
+struct Finish<'a> {
+    done: &'a AtomicBool,
+    stopped: &'a AtomicBool,
+}
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Release);
+        while !self.stopped.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        INTERRUPTED.store(std::ptr::null_mut(), Ordering::Release);
+        // The handler runs on this thread: nothing after this moves before the store.
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    }
+}
+
+/// Items in the worker's loaded magazine between two operations, when neither the worker
+/// nor the handler holds one.
+const WARM: usize = 3;
+
+/// The abort path of the restartable sequences: after an abort the kernel clears the
+/// area's `rseq_cs`, so a restart must store the descriptor again before it reads
+/// anything, or the retry runs unprotected and a second preemption or signal inside it
+/// lets a commit through on a slot that changed meanwhile.
+///
+/// One thread, pinned to one CPU, does alloc/free pairs on that CPU's slot while another
+/// thread sends it SIGUSR2 as fast as it can. The handler does hits on the same slot,
+/// alternately taking an item (and keeping it) and giving it back, so an interrupted
+/// sequence finds the slot changed when it resumes. Everything is a hit by construction:
+/// the loaded magazine (4 cells) holds `WARM` = 3 items when nobody holds one, the worker
+/// and the handler hold at most one each, so it holds 1 to 3 items at every operation;
+/// nobody else uses the cache; the worker stays on its CPU; the hit counts are folded
+/// before they fill (`FOLD`, `HANDLER_OPS`), with the handler quiet meanwhile.
+///
+/// Checked: no signal finds the worker inside a section (the kernel aborts an armed one
+/// first; see [`inside_a_section`]), so no sequence runs unarmed; and what an unarmed
+/// retry would break: each fold finds `WARM` items cached but for the handler's, every
+/// item that comes out is whole, the hits add up to the operations (all of them hits),
+/// and the source gets each id back exactly once.
+///
+/// One-word items (moved in a register: a window of a few instructions) and 64 KiB items
+/// (copied inside the section) in turn.
+#[test]
+fn abort_path_rearms_the_section() {
+    // `MAGAZINE_RSEQ_OPS` scales both.
+    if interrupted::<u64>(ops() / 20) {
+        interrupted::<Page>(ops() / 400);
+    }
+}
+
+/// [`abort_path_rearms_the_section`] with items of type `I`, `pairs` pairs; `false` where
+/// the cache cannot run sequences.
+fn interrupted<I: Tagged>(pairs: usize) -> bool {
+    let cpus = allowed_cpus();
+    let mut options = Options::default();
+    options.restartable_sequences = true;
+    let config = Config {
+        magazine_size: 4,
+        cpus: cpus.len().max(configured_cpus()),
+        ..Config::default()
+    };
+    let source = Arc::new(Tracking::new(64));
+    let interrupted = Interrupted {
+        cache: Cache::with_options(
+            TaggedSource::<I>(Arc::clone(&source), std::marker::PhantomData),
+            config,
+            options,
+        ),
+        kept: std::cell::UnsafeCell::new(None),
+        holding: AtomicUsize::new(0),
+        quiet: AtomicBool::new(false),
+        ops: AtomicUsize::new(0),
+        allocs: AtomicUsize::new(0),
+        frees: AtomicUsize::new(0),
+        signals: AtomicUsize::new(0),
+        inside: AtomicUsize::new(0),
+        handled: AtomicUsize::new(0),
+    };
+    if !interrupted.cache.runs_restartable_sequences() {
+        eprintln!("no restartable sequences here: skipped");
+        return false;
+    }
+    catch_sigusr2::<I>();
+    let cache = &interrupted.cache;
+    let (done, stopped) = (AtomicBool::new(false), AtomicBool::new(false));
+    let worker = AtomicU64::new(0);
+    // Pairs the worker has done, for the signaller.
+    let progress = AtomicUsize::new(0);
+    let hits = thread::scope(|s| {
+        // A large stack: the handler runs on it, and unoptimised builds keep several
+        // copies of a 64 KiB item in each frame.
+        let work = thread::Builder::new()
+            .stack_size(32 << 20)
+            .spawn_scoped(s, || {
+                run_on(&cpus[..1]);
+                // `WARM` items, straight from the source, in the loaded magazine: the first
+                // free activates the slot, the others are sequence hits.
+                for _ in 0..WARM {
+                    cache.free(cache.source().alloc().unwrap());
+                }
+                assert_eq!(cache.cached(), WARM);
+                let before = cache.stats();
+                INTERRUPTED.store(
+                    &interrupted as *const Interrupted<I> as *mut (),
+                    Ordering::Release,
+                );
+                // Ends the signals when the worker is done, also when it panics.
+                let finish = Finish {
+                    done: &done,
+                    stopped: &stopped,
+                };
+                // SAFETY: no preconditions.
+                worker.store(unsafe { libc::pthread_self() } as u64, Ordering::Release);
+                // From the first signal on: a run of one-word pairs is over in moments.
+                while interrupted.signals.load(Ordering::Relaxed) == 0 {
+                    thread::yield_now();
+                }
+                for pair in 0..pairs {
+                    if pair % FOLD == 0 {
+                        // The handler runs on this thread: a compiler fence orders the flag
+                        // against it.
+                        interrupted.quiet.store(true, Ordering::SeqCst);
+                        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+                        let cached = cache.cached() + interrupted.holding.load(Ordering::SeqCst);
+                        assert_eq!(cached, WARM, "pair {pair}: items duplicated or lost");
+                        interrupted.ops.store(0, Ordering::SeqCst);
+                        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+                        interrupted.quiet.store(false, Ordering::SeqCst);
+                    }
+                    let item = cache.alloc().expect("the loaded magazine holds an item");
+                    std::hint::black_box(item.id());
+                    cache.free(item);
+                    progress.store(pair + 1, Ordering::Relaxed);
+                }
+                drop(finish);
+                // SAFETY: no more signals come, and one still pending finds no
+                // `Interrupted` (see `Finish`): `kept` is ours.
+                if let Some(item) = unsafe { &mut *interrupted.kept.get() }.take() {
+                    interrupted.frees.fetch_add(1, Ordering::Relaxed);
+                    cache.free(item);
+                }
+                let after = cache.stats();
+                assert_eq!(cache.cached(), WARM, "items duplicated or lost");
+                assert_eq!(
+                    after.source_allocs, before.source_allocs,
+                    "a miss: {after:?}"
+                );
+                (
+                    after.alloc_hits - before.alloc_hits,
+                    after.free_hits - before.free_hits,
+                )
+            });
+        let work = work.unwrap();
+        s.spawn(|| {
+            if cpus.len() > 1 {
+                run_on(&cpus[1..2]);
+            }
+            // One signal at a time, sent once the handler of the previous one has
+            // returned: it lands wherever the worker is then, the restart of a section the
+            // previous one aborted included (a signal sent while the handler runs would be
+            // delivered as it returns, before the worker runs an instruction). And at most
+            // `SIGNALS_PER_PAIR` per pair, so that a worker that gets little CPU time (a
+            // loaded machine) still makes progress.
+            let mut sent = 0;
+            while !done.load(Ordering::Acquire) {
+                let target = worker.load(Ordering::Acquire);
+                let handled = interrupted.handled.load(Ordering::Acquire);
+                let allowed = SIGNALS_PER_PAIR * (progress.load(Ordering::Relaxed) + 1);
+                if target != 0 && handled == sent && sent < allowed {
+                    sent += 1;
+                    // SAFETY: the worker waits for `stopped` before it ends, also when it
+                    // panics (`Finish`), so `target` names a live thread.
+                    unsafe { libc::pthread_kill(target as libc::pthread_t, libc::SIGUSR2) };
+                }
+                if cpus.len() == 1 {
+                    thread::yield_now();
+                }
+            }
+            stopped.store(true, Ordering::Release);
+        });
+        work.join().unwrap()
+    });
+    let load = |counter: &AtomicUsize| counter.load(Ordering::Relaxed);
+    let (allocs, frees) = (load(&interrupted.allocs), load(&interrupted.frees));
+    eprintln!(
+        "{pairs} pairs of {}-byte items, {} signals, {allocs} handler allocations",
+        std::mem::size_of::<I>(),
+        load(&interrupted.signals),
+    );
+    assert_eq!(
+        load(&interrupted.inside),
+        0,
+        "signals found the worker inside a section that was not armed"
+    );
+    // The last free of the kept item, if any, was the worker's (counted in `frees`).
+    assert_eq!(hits, ((pairs + allocs) as u64, (pairs + frees) as u64));
+    drop(interrupted);
+    source.assert_all_home();
+    true
+}
