@@ -41,6 +41,7 @@ ALL=(
   shelf_take_load_then_store  # CPU shelf take: load the place, then clear it (two takers, one magazine)
   shelf_put_load_then_store   # CPU shelf put: check the place is empty, then store (overwrites a magazine)
   refill_replaces_loaded      # a batch refill replaces its slot's loaded magazine without re-checking it
+  waiter_gives_up             # an allocation that waited for another's exhaustion flush returns None
 )
 # The scenario that exercises each mutant's protocol: run first by both checkers.
 declare -A FIRST=(
@@ -59,6 +60,7 @@ declare -A FIRST=(
   [shelf_take_load_then_store]=shelf_race
   [shelf_put_load_then_store]=shelf_race
   [refill_replaces_loaded]=refill_race
+  [waiter_gives_up]=exhaustion_race
 )
 SC_BLIND=(slot_release_relaxed)
 if [ $# -gt 0 ]; then MUTANTS=("$@"); else MUTANTS=("${ALL[@]}"); fi

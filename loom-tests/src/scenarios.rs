@@ -807,6 +807,82 @@ pub fn shelf_race(scale: Scale) {
     finish_cache(cache, &tracker);
 }
 
+/// Scenario 16: allocators race an exhausted source. Invariants 1, 3, and the exhaustion
+/// rule (module `magazine::docs::design`). Two (shuttle: six) allocators, each on its own
+/// empty slot, allocate once; the source has nothing left and has said so (an earlier
+/// allocation found it exhausted with nothing cached, so no allocation asks it first);
+/// as many items as allocators sit in one more slot, in its two magazines; nobody frees
+/// during the race. So each allocation flushes, or steals while another one flushes.
+///
+/// What it asserts, and why not more:
+/// - `None` comes from the source: an allocation that returns `None` asked the source
+///   after it had found the source exhausted, and the source said `None` to it (the
+///   rule's step 3, "it asks the source once more"; the earlier allocation made sure no
+///   allocation asks it first). An allocation that waited for another one's flush and
+///   gave up when it ended would return `None` without asking.
+/// - At least one allocator gets an item: a thread that takes the items' slot while
+///   they are in it takes one of them (a flush keeps what it finds, a steal too), so for
+///   every allocation to miss them nobody could ever have held that slot.
+/// - Not that every allocator gets one, although there are enough items and nobody
+///   frees: the code does not guarantee it. Loom's counterexample (preemption bound 1):
+///   A (slot 0) finds everything empty and starts the flush, whose scan finds slots 0
+///   and 1 empty; A is preempted; B (slot 1) finds the flush running and steals
+///   meanwhile: it moves slot 2's two magazines into its own slot 1 and takes an item;
+///   A's scan finds slot 2 empty, the depot too, asks the source and returns `None`, with
+///   an item cached in slot 1, which the scan had found empty. (The scan also skips a
+///   slot B holds while it steals: it never waits for a slot.) "Nothing reachable is
+///   cached" holds only as "every slot was empty or held by another thread when the
+///   flush looked at it": the scan is not a snapshot.
+/// - Conservation, and, once quiescent, every item still cached is found again.
+pub fn exhaustion_race(scale: Scale) {
+    let allocators = scale.threads;
+    // Slots 0..allocators are the allocators'; the last one holds the items.
+    let cpus = allocators + 1;
+    let tracker = Tracker::new(allocators);
+    let cache = cache(
+        &tracker,
+        config(allocators.div_ceil(2), cpus, dynamic(0, Trim::WorkingSet)),
+    );
+    let items = tracker.take(allocators);
+    // Nothing cached, the source empty: this allocation finds it exhausted (it asks it,
+    // flushes, finds nothing and asks it again), and no item reaches the source after it.
+    assert!(cache.alloc_on(0).is_none());
+    for item in items {
+        cache.free_on(cpus - 1, item);
+    }
+    let handles: Vec<_> = (0..allocators)
+        .map(|cpu| {
+            let (cache, tracker) = (Arc::clone(&cache), Arc::clone(&tracker));
+            spawn(move || {
+                let refused = tracker.refusals();
+                let item = cache.alloc_on(cpu);
+                if item.is_none() {
+                    assert!(
+                        tracker.refusals() > refused,
+                        "an allocation returned None without asking the source again"
+                    );
+                }
+                item
+            })
+        })
+        .collect();
+    let got = join_all(handles);
+    assert!(
+        got.iter().any(Option::is_some),
+        "no allocation found the items: {:?}",
+        cache.stats()
+    );
+    // Quiescent: whatever is still cached is found again.
+    let held: Vec<Item> = got.into_iter().flatten().collect();
+    let cached = cache.cached();
+    let found: Vec<Item> = core::iter::from_fn(|| cache.alloc_on(0)).collect();
+    assert_eq!(found.len(), cached, "an item was not found again");
+    for item in held.into_iter().chain(found) {
+        cache.free_on(0, item);
+    }
+    finish_cache(cache, &tracker);
+}
+
 /// Scenario 17: a batch refill races a flush and a trim. Invariants 1, 5, and the refill's
 /// keep (module `magazine::docs::design`, the exhaustion rule: the refill keeps its batch
 /// as the exhaustion flush keeps what it finds). Magazines of 2, so a refill asks the

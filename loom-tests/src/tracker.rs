@@ -5,6 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use magazine::{Cache, Source};
 
+use crate::checker::{current, ThreadId};
+
 /// A cached item. Neither `Clone` nor `Copy`, so a duplicate can only come from a bug
 /// that copies it out of a magazine twice.
 #[derive(Debug, PartialEq, Eq)]
@@ -25,6 +27,8 @@ impl Item {
 pub struct Tracker {
     size: usize,
     state: Mutex<State>,
+    /// The model thread of each `alloc` that found the source empty, in order.
+    refused: Mutex<Vec<ThreadId>>,
 }
 
 #[derive(Debug)]
@@ -47,7 +51,15 @@ impl Tracker {
                 out: vec![false; size],
                 handed: vec![false; size],
             }),
+            refused: Mutex::new(Vec::new()),
         })
+    }
+
+    /// How many times the source answered `None` to the calling model thread so far.
+    pub fn refusals(&self) -> usize {
+        let me = current().id();
+        let refused = self.refused.lock().unwrap();
+        refused.iter().filter(|&&thread| thread == me).count()
     }
 
     /// Items now out of the source.
@@ -96,7 +108,11 @@ impl Source for Tracker {
 
     fn alloc(&self) -> Option<Item> {
         let mut state = self.state.lock().unwrap();
-        let id = state.home.pop()?;
+        let Some(id) = state.home.pop() else {
+            drop(state);
+            self.refused.lock().unwrap().push(current().id());
+            return None;
+        };
         state.out[id as usize] = true;
         state.handed[id as usize] = true;
         Some(Item(id))

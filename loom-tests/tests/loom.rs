@@ -163,6 +163,11 @@ fn iova_free_alloc_race() {
 }
 
 #[test]
+fn exhaustion_race() {
+    check(|| scenarios::exhaustion_race(C));
+}
+
+#[test]
 fn refill_race() {
     check(|| scenarios::refill_race(C));
 }

@@ -63,6 +63,11 @@ impl<S: Source> Cache<S> {
                 }
                 backoff.snooze();
             }
+            if cfg!(magazine_mutant = "waiter_gives_up") {
+                // MUTANT: a waiter gives up when the flush it waited for is over, without
+                // looking again or asking the source.
+                return None;
+            }
             // One more look once the flush is over: what it did not keep is in the depot
             // now (the Acquire load above saw its Release), and the source may be empty.
             if !cfg!(magazine_mutant = "waiter_skips_last_look") {
