@@ -631,6 +631,54 @@ inline keep_found(home, it) {
     kf = 0; got = 0; ok = 0
 }
 
+/* Cache::source_refill(home), Options::source_batch = MAGSZ (the default, a whole
+ * magazine): an empty magazine into H0 (Depot::empty_magazine), then one source call
+ * (Source::alloc_batch, one atomic step) that moves up to MAGSZ items, the lowest first,
+ * into it; when it handed none, the magazine goes back (push_empty) and it = 0; one, the
+ * item is taken and the magazine goes back; else keep_found(home, it), as the exhaustion
+ * flush keeps what it finds.  No slot is held at
+ * the source call (asserted). -DBATCH_OF_ONE models Options::source_batch = Some(1):
+ * Source::alloc, one item. */
+inline source_refill(home, it) {
+#ifdef BATCH_OF_ONE
+    source_alloc(it); STEP
+#else
+    it = 0;
+    d_step {
+        /* Depot::empty_magazine and the source call in one step: the magazine is empty
+         * and private until keep_found, so the only thing another process could see in
+         * between is one empty magazine fewer in the empty stack, which changes only
+         * whether its own empty_magazine pops one or makes one (no item moves) */
+        assert(H0 == 0 && H1 == 0 && nheld[_pid] == 0);
+        empty_magazine(H0);
+        hk = 1;
+        do
+        :: hk > ITEMS || mlen[H0] == MAGSZ -> break
+        :: insrc[hk] -> insrc[hk] = 0; mag_push(H0, hk); hk++
+        :: else -> hk++
+        od;
+        hk = 0;
+#ifdef REFILL_LOSES_ONE
+        if                                      /* MUTANT: the batch's last item is lost */
+        :: mlen[H0] > 1 -> mlen[H0]--; mit[H0 * MAGSZ + mlen[H0]] = 0
+        :: else
+        fi;
+#endif
+        if :: mlen[H0] > 0 -> source_dry = 0 :: else fi;
+        printf("P%d source_refill: %d items in magazine %d\n", _pid, mlen[H0], H0);
+        check()
+    };
+    STEP;
+    if
+    :: mlen[H0] == 0 -> push_empty(); STEP
+    :: mlen[H0] == 1 ->                         /* one item: nothing to keep */
+        d_step { mag_pop(H0, it); check() }; STEP;
+        push_empty(); STEP
+    :: else -> keep_found(home, it)
+    fi
+#endif
+}
+
 /* Cache::flush_until_found(home): each slot from 0 on that take_for_items (take_victim)
  * gets: take_items, give back; the first that held items ends the walk (found: its loaded,
  * else its previous; rest: its previous when both held items); else Depot::pop_refill
@@ -734,7 +782,7 @@ inline take_cached(home, it, stealing) {
 inline alloc_slow(home, it) {
     it = 0;
     if
-    :: !source_dry -> source_alloc(it); STEP
+    :: !source_dry -> source_refill(home, it)
     :: else
     fi;
     if
@@ -780,10 +828,17 @@ inline alloc_slow(home, it) {
                fi
            };
            STEP;
-           if :: got -> got = 0 :: else -> break fi
+           if
+           :: got -> got = 0
+           :: else ->
+               /* the flag is clear: a loser looks once more (what the flush did not
+                * keep is in the depot now) */
+               if :: won == 0 && it == 0 -> take_cached(home, it, 1) :: else fi;
+               break
+           fi
         od;
         won = 0;
-        if :: it == 0 -> source_alloc(it); STEP :: else fi
+        if :: it == 0 -> source_refill(home, it) :: else fi
     :: else
     fi
 }

@@ -134,7 +134,8 @@ run cache_1slot_flush_cpu    pass     cache.pml     "-DFLUSH=1 -DTRIM=0"        
 run cache_1slot_flush        pass     cache.pml     "-DFLUSH=2 -DTRIM=0"               "-O0 -DCOLLAPSE" "-m1000000 -w26"
 run cache_1slot_trim         pass     cache.pml     "-DFLUSH=0 -DTRIM=1"               "-O0 -DCOLLAPSE" "-m1000000 -w26"
 run cache_2slots_flush_cpu   pass     cache.pml     "-DSLOTS=2 -DW2CPU=1 -DFLUSH=1 -DTRIM=0" "-O0 -DCOLLAPSE" "-m1000000 -w26"
-run cache_magsz2_trim        pass     cache.pml     "-DMAGSZ=2 -DITEMS=3 -DFLUSH=0 -DTRIM=1" "-O0 -DCOLLAPSE" "-m1000000 -w26"
+run cache_magsz2_trim        pass     cache.pml     "-DBATCH_OF_ONE -DMAGSZ=2 -DITEMS=3 -DFLUSH=0 -DTRIM=1" "-O0 -DCOLLAPSE" "-m1000000 -w26"
+run cache_magsz2_batch       pass     cache.pml     "-DMAGSZ=2 -DITEMS=3 -DFLUSH=0 -DTRIM=0" "-O0 -DCOLLAPSE" "-m1000000 -w26"
 run cache_magsz2_preload     pass     cache.pml     "-DMAGSZ=2 -DITEMS=3 -DPRELOAD -DFLUSH=0 -DTRIM=0" "-O0" "-m1000000"
 run cache_spill_refused      pass     cache.pml     "-DSPILL -DITEMS=4 -DFLUSH=0 -DTRIM=0" "-O0"       "-m1000000"
 run cache_progress_1slot     pass     cache.pml     "-DPROGRESS -DFLUSH=0 -DTRIM=0"    "-O0"         "-m1000000"
@@ -147,6 +148,7 @@ run cache_steal_unowned      fail     cache.pml     "-DSTEAL_UNOWNED -DSLOTS=2 -
 run cache_flush_drains_in_place fail  cache.pml     "-DDRAIN_IN_PLACE -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 run cache_alloc_loose_forgets_rest fail cache.pml   "-DFORGETS_REST -DPRELOAD -DMAGSZ=2 -DITEMS=3 -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 run cache_flush_drops_rest   fail     cache.pml     "-DFLUSH_DROPS_REST -DPRELOAD_PAIR -DSLOTS=2 -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
+run cache_refill_loses_one   fail     cache.pml     "-DREFILL_LOSES_ONE -DMAGSZ=2 -DITEMS=3 -DFLUSH=0 -DTRIM=0" "-O0 -DREACH" "-m5000 -i"
 
 # rseq.pml (README section 5): 2 workers of 2 operations each, the remote thread (a steal
 # from slot 0, then flush_cpu(0)); item 2 starts in slot 0's previous magazine; the kernel

@@ -49,6 +49,22 @@ impl Source for FreeList {
             .then(|| self.next.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// One lock hold for the whole batch: freed ids first, then fresh ones.
+    fn alloc_batch(&self, max: usize, out: &mut dyn FnMut(u64)) -> usize {
+        let mut free = self.free.lock().unwrap();
+        let reused = max.min(free.len());
+        let start = free.len() - reused;
+        free.drain(start..).for_each(&mut *out);
+        drop(free);
+        if !self.fresh {
+            return reused;
+        }
+        let fresh = (max - reused) as u64;
+        let first = self.next.fetch_add(fresh, Ordering::Relaxed);
+        (first..first + fresh).for_each(out);
+        max
+    }
+
     fn free_batch(&self, items: &mut dyn Iterator<Item = u64>) {
         self.free.lock().unwrap().extend(items);
     }

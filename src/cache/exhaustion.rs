@@ -359,6 +359,13 @@ impl<S: Source> Cache<S> {
                 }
                 self.counters.source_alloc_calls.add(1);
                 self.mark_wet();
+                if filled.len() == 1 {
+                    // One item (a source near exhaustion): nothing to keep.
+                    let mut filled = filled;
+                    let item = filled.pop();
+                    self.depot.push_empty(filled);
+                    return item;
+                }
                 if cfg!(magazine_mutant = "refill_replaces_loaded") {
                     // MUTANT: the slot was empty when the allocation missed, so the batch
                     // replaces its loaded magazine, no re-check after the source call; the
