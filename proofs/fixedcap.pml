@@ -25,11 +25,11 @@
  *
  * -DSPLIT_CAP  negative control: the cap check (load) and the increment (fetch_add) are
  *              two steps (the mutant "Fixed overflow that pushes without checking the cap
- *              atomically" of issue 3).
+ *              atomically" of the loom-tests suite).
  * -DONLY_DEPOT_BOUND  with a control: assert only linked <= CAP, so the trail ends where
  *              the depot really holds more than max_full full magazines.
  * -DDEC_FIRST  negative control: pop decrements len BEFORE it unlinks (the counter-race
- *              mutant of issue 3; here after its claim), so len < linked for a moment and
+ *              mutant of the loom-tests suite; here after its claim), so len < linked for a moment and
  *              a push slips past.
  */
 
