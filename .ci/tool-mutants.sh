@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# Shows that Miri and ThreadSanitizer can fail: builds `magazine` with a known bug (a
+# Shows that Miri and the sanitizers can fail: builds `magazine` with a known bug (a
 # `cfg(magazine_mutant = "...")` twin in src/, as loom-tests/mutants.sh does) and runs the
-# tool on the stress tests, which must stop with the tool's own report (not merely a failed
+# tool on a stress test, which must stop with the tool's own report (not merely a failed
 # assertion). Fails if a seeded bug escapes. Writes its table to target/tool-mutants.md.
 #
 #   link_frees_without_epoch a dropped magazine's depot node is freed at once, not
 #                            through the epoch: Miri must report the use-after-free of a
-#                            node a racing pop still reads
+#                            node a racing pop still reads (tests/stress.rs)
 #   slot_release_relaxed     the slot hand-back store is Relaxed, not Release: TSan must
 #                            report the race between two owners' accesses to the magazines
 #                            (x86 emits the same instruction for both orderings, so only a
-#                            tool that checks the memory model sees it)
+#                            tool that checks the memory model sees it; tests/stress.rs)
+#   pop_reads_after_unpin    a depot pop's pin ends with its load of the stack's head, so it
+#                            reads the head node's `next` unpinned: AddressSanitizer must
+#                            report the heap-use-after-free of a node freed meanwhile by the
+#                            epoch, once its magazine was dropped (tests/depot_epoch.rs, up
+#                            to three runs: the read is a few instructions long). The node
+#                            is freed only after the epoch has moved on twice, which Miri's
+#                            schedules did not reach in 8 seeds of the stress tests (5 min)
 #
-#   bash .ci/tool-mutants.sh [miri|tsan]...    (default: both)
+#   bash .ci/tool-mutants.sh [miri|tsan|asan]...    (default: all three)
 #
-# Measured on the shared 2-core machine: 43-58 s with the builds cached; a first run also
-# builds every dependency for Miri with the mutant's cfg.
+# Measured on the shared 2-core machine: 43-58 s for Miri and TSan with the builds cached;
+# a first run also builds every dependency for Miri with the mutant's cfg. ASan reuses
+# sanitizers.sh's build, rebuilding `magazine` twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source .ci/nightly.sh
@@ -36,15 +44,24 @@ verdict() {
   local tool=$1 mutant=$2 status=$3 seconds=$4 pattern=$5 what where test
   if [ "$status" -ne 0 ] && grep -q "$pattern" "$log"; then
     # The report from its first words (Miri's output interleaves the seeds' test lines).
-    what=$(grep -m1 -o "$pattern.*" "$log" | sed 's/ (pid=[0-9]*)//' | cut -c1-150)
+    what=$(grep -m1 -o "$pattern.*" "$log" | sed 's/ (pid=[0-9]*)//; s/ on address 0x.*//' | cut -c1-150)
     # Where: the first frame in this crate's src/ of Miri's backtrace, or the function of
     # TSan's earlier access.
     where=$(sed -n "/$pattern/,\$p" "$log" | grep -m1 -o 'at src/[^: ]*:[0-9]*' | sed 's/^at //' || true)
     [ -n "$where" ] || where=$(sed -n '/Previous write\|Previous read/{n;p;q}' "$log" \
       | sed 's/^ *#0 \(.*\) [^ ]*-cgu\..*/\1/' | perl -pe '1 while s/(\w)<[^<>]*>/$1/g')
+    # ASan: the function of the bad access, and the one that freed the memory.
+    if [ -z "$where" ] && grep -q 'freed by thread' "$log"; then
+      where="$(sed -n "/$pattern/,\$p" "$log" | grep -m1 -oE '#0 0x[0-9a-f]+ in [^ ]+' \
+        | sed 's/.* in //' || true),"
+      where="$where freed by $(sed -n '/freed by thread/,$p' "$log" \
+        | grep -m1 -oE 'in [^ ]*(epoch|Link)[^ ]*' | sed 's/^in //' || true)"
+    fi
     what="$what${where:+ (at \`$where\`)}"
     what=${what//|/\\|}
     test=$(grep -o '^test [a-z_0-9]* \.\.\.' "$log" | tail -n 1 | cut -d' ' -f2 || true)
+    # A sanitizer that halts the process leaves no test line: the test file.
+    [ -n "$test" ] || test=$(grep -m1 -o 'Running [^ ]*' "$log" | cut -d' ' -f2 || true)
     echo "| \`$mutant\` | $tool | caught by \`${test:-?}\` in $seconds s | $what |" >>"$report"
     echo "  $tool: caught $mutant in ${seconds}s: $what"
   else
@@ -100,16 +117,47 @@ tsan() {
   clean_tsan_magazine
 }
 
+# The ASan target dir of sanitizers.sh, with only `magazine` rebuilt, as for TSan.
+clean_asan_magazine() {
+  CARGO_TARGET_DIR=$ROOT/asan cargo +nightly clean --release --target "$TARGET" -p magazine \
+    >/dev/null 2>&1 || true
+}
+
+asan() {
+  local mutant=pop_reads_after_unpin status=0 start attempt
+  echo "--- asan: $mutant"
+  trap 'clean_tsan_magazine; clean_asan_magazine' EXIT
+  clean_asan_magazine
+  export RUSTFLAGS="-Zsanitizer=address" CARGO_TARGET_DIR=$ROOT/asan
+  RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh MAGAZINE_MUTANT=$mutant \
+    cargo +nightly test -Zbuild-std --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test depot_epoch --no-run
+  start=$SECONDS
+  # 3 * 10^6 operations per worker, about 8 s under ASan; up to three runs.
+  for attempt in 1 2 3; do
+    status=0
+    MAGAZINE_DEPOT_OPS=3000000 ASAN_OPTIONS="detect_leaks=1 halt_on_error=1" \
+      RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh MAGAZINE_MUTANT=$mutant \
+      cargo +nightly test -Zbuild-std --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test depot_epoch \
+      >"$log" 2>&1 || status=$?
+    ! grep -q 'ERROR: AddressSanitizer' "$log" || break
+  done
+  echo "  asan: $attempt run(s)"
+  unset RUSTFLAGS CARGO_TARGET_DIR
+  verdict AddressSanitizer "$mutant" "$status" $((SECONDS - start)) 'ERROR: AddressSanitizer'
+  clean_asan_magazine
+}
+
 {
   echo "| mutant | tool | verdict (time of the run, build excluded) | first report |"
   echo "|---|---|---|---|"
 } >"$report"
-if [ $# -eq 0 ]; then set -- miri tsan; fi
+if [ $# -eq 0 ]; then set -- miri tsan asan; fi
 for tool in "$@"; do
   case $tool in
     miri) miri ;;
     tsan) tsan ;;
-    *) echo "unknown tool $tool (miri or tsan)" >&2; exit 2 ;;
+    asan) asan ;;
+    *) echo "unknown tool $tool (miri, tsan or asan)" >&2; exit 2 ;;
   esac
 done
 rm -f "$log"

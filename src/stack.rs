@@ -311,6 +311,10 @@ impl<T> Stack<T> {
         // Acquire: makes the node's `next` and magazine, written before its publishing
         // CAS, visible here.
         let mut head = self.head.load(Ordering::Acquire);
+        // MUTANT (pop_reads_after_unpin): the pin ends with the load of `head`, so the
+        // reads of a node's `next` below run outside it: a node whose magazine is dropped
+        // meanwhile may be freed under them.
+        let guard = (!cfg!(magazine_mutant = "pop_reads_after_unpin")).then_some(guard);
         let node = loop {
             let node = node_of::<T>(head);
             if node.is_null() {
