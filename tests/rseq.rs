@@ -853,13 +853,15 @@ const WARM: usize = 3;
 /// lets a commit through on a slot that changed meanwhile.
 ///
 /// One thread, pinned to one CPU, does alloc/free pairs on that CPU's slot while another
-/// thread sends it SIGUSR2 as fast as it can. The handler does hits on the same slot,
-/// alternately taking an item (and keeping it) and giving it back, so an interrupted
-/// sequence finds the slot changed when it resumes. Everything is a hit by construction:
-/// the loaded magazine (4 cells) holds `WARM` = 3 items when nobody holds one, the worker
-/// and the handler hold at most one each, so it holds 1 to 3 items at every operation;
-/// nobody else uses the cache; the worker stays on its CPU; the hit counts are folded
-/// before they fill (`FOLD`, `HANDLER_OPS`), with the handler quiet meanwhile.
+/// thread sends it SIGUSR2, each signal as soon as the handler of the previous one has
+/// returned (so that it may land in the restart of a section the previous one aborted).
+/// The handler does hits on the same slot, alternately taking an item (and keeping it)
+/// and giving it back, so an interrupted sequence finds the slot changed when it resumes.
+/// Everything is a hit by construction: the loaded magazine (4 cells) holds `WARM` = 3
+/// items when nobody holds one, the worker and the handler hold at most one each, so it
+/// holds 1 to 3 items at every operation; nobody else uses the cache; the worker stays on
+/// its CPU; the hit counts are folded before they fill (`FOLD`, `HANDLER_OPS`), with the
+/// handler quiet meanwhile. The signaller sends at most `SIGNALS_PER_PAIR` per pair.
 ///
 /// Checked: no signal finds the worker inside a section (the kernel aborts an armed one
 /// first; see [`inside_a_section`]), so no sequence runs unarmed; and what an unarmed
