@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
+use common::cpus::{allowed_cpus, configured_cpus, run_on};
 use common::Tracking;
 use magazine::{Cache, Config, DepotPolicy, Options, Source, Trim};
 use rand::{Rng, SeedableRng};
@@ -33,32 +34,6 @@ fn ops() -> usize {
         } else {
             10_000_000
         })
-}
-
-/// The CPUs the process may run on.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: `cpu_set_t` is plain data; all zeroes is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: 0 is the calling thread; `set` is a valid set of `size` bytes.
-    assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut set) }, 0);
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `cpu` is below `CPU_SETSIZE`.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect()
-}
-
-/// Moves the calling thread to `cpus` (it may be running elsewhere until it returns).
-fn run_on(cpus: &[usize]) {
-    // SAFETY: as in `allowed_cpus`.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        // SAFETY: `cpu` is below `CPU_SETSIZE` (it came from `allowed_cpus`).
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: 0 is the calling thread; `set` is a valid, non-empty set.
-    assert_eq!(unsafe { libc::sched_setaffinity(0, size, &set) }, 0);
 }
 
 static SIGNALS: AtomicUsize = AtomicUsize::new(0);
@@ -345,13 +320,6 @@ fn hits_are_counted_once() {
     eprintln!("{} signals", SIGNALS.load(Ordering::Relaxed));
     drop(cache);
     source.assert_all_home();
-}
-
-/// The CPUs the system may bring up (at least one).
-fn configured_cpus() -> usize {
-    // SAFETY: no preconditions; -1 on failure.
-    let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    usize::try_from(configured).unwrap_or(1).max(1)
 }
 
 /// A cache with restartable sequences on, magazines of `magazine_size`, `cpus` slots, over
