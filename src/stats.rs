@@ -112,7 +112,8 @@ pub struct Stats {
     /// another's (instead of flushing them to the source and allocating one at a time).
     pub steals: u64,
     /// Takes of a CPU slot that needed a fence: a `membarrier` system call that
-    /// interrupts the slot's CPU. Only in a cache that runs restartable sequences
+    /// interrupts the slot's CPU (a thread that runs on that CPU is its own fence and
+    /// makes no call; where `membarrier` fails, a moment on that CPU). Only in a cache that runs restartable sequences
     /// ([`Options::restartable_sequences`](crate::Options::restartable_sequences)), where
     /// a thread takes another CPU's slot that way: flushes of an exhausted allocation,
     /// steals whose items are all in the loaded magazine, `flush_cpu`, `flush`, idle
