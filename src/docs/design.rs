@@ -205,9 +205,14 @@
 //! the producer it waits for (in `handoff/1->1` a poll used to take the producer's slot
 //! three times: `BENCHMARKS.md` has the hand-off before and after).
 //!
-//! `None` after that means the source is empty and nothing reachable is cached: Linux's
-//! promise, which Linux keeps by returning every cached item to the source and asking it
-//! again. Ending the flush at the first magazine found keeps the promise without what
+//! `None` after that means: each slot was empty or held by another thread when the flush
+//! looked at it, the depot was empty when popped, and the source handed nothing when
+//! asked last. The scan is not a snapshot: a thread that steals from a slot the flush has
+//! not reached yet into one it has already passed keeps that item out of its sight, so with
+//! as many items cached as allocators racing, one of them can get `None` (loom's
+//! counterexample is in `loom-tests/README.md`, scenario `exhaustion_race`, which checks
+//! what is promised). Linux's flush waits for each CPU's lock and returns every cached
+//! item to the source before it asks again; this one never waits for a slot. Ending the flush at the first magazine found keeps the promise without what
 //! the full flush costs in a closed pool. A consumer that outruns its producer would
 //! otherwise send the producer's magazines, pushed during the flush, to the source (a
 //! flush could chase a producer that pushes as fast as it drains), then take them back
