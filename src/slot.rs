@@ -584,7 +584,7 @@ impl<'a, T> SlotClaim<'a, T> {
 
     /// Whether the slot's CPU acknowledges the claim within [`ACKNOWLEDGEMENT_WAIT`]. Not
     /// when we run on that CPU ourselves: its other threads cannot run while we wait, and
-    /// a fence of our own CPU is cheap.
+    /// running there is the fence (`rseq::fence_cpu` makes no system call then).
     fn acknowledged(&self) -> bool {
         let acknowledged = self.token | 1;
         if crate::rseq::current_cpu() == Some(self.cpu) {
