@@ -47,7 +47,16 @@ asan() {
   # The README's `cargo test --workspace`: unit, integration and doc tests, examples
   # built. detect_leaks: LeakSanitizer fails the run on any leak at exit.
   ASAN_OPTIONS="detect_leaks=1 halt_on_error=1" \
-    sanitized address --workspace
+    sanitized address --workspace --lib --bins --tests --examples
+  # The doc tests again, where one keeps its cache in a `static` (never dropped): the
+  # depot's tagged head hides the top node from LeakSanitizer, which reports the nodes a
+  # live cache owns (`magazine::docs::limits`). Suppressed there only, as users must.
+  local suppressions
+  suppressions=$(mktemp)
+  echo "leak:magazine::stack" >"$suppressions"
+  ASAN_OPTIONS="detect_leaks=1 halt_on_error=1" LSAN_OPTIONS="suppressions=$suppressions" \
+    sanitized address --workspace --doc
+  rm -f "$suppressions"
   echo "::: asan: ok in $((SECONDS - start)) s (build included)"
 }
 

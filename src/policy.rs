@@ -176,7 +176,7 @@ pub struct Options {
     ///
     /// On the machines of `BENCHMARKS.md` an alloc/free pair on one thread costs
     /// 0.20-0.45x the slot protocol's, 8 threads of pairs on 2 cores run at 5.7-24x its
-    /// throughput with no busy misses, and a 1 -> 1 hand-off at 3.6-4.3x an `ArrayQueue`.
+    /// throughput with no busy misses, and a 1 -> 1 hand-off at 1.6-4.3x an `ArrayQueue`.
     ///
     /// The cost is elsewhere: once a thread on a CPU has run `alloc` or `free` there (it
     /// *activates* that CPU's slot), an operation that takes the slot from a thread that
