@@ -70,6 +70,60 @@
 //! the crate may be called from a signal handler
 //! (see [`failures`](super::failures#signals)).
 //!
+//! # Inside a global allocator
+//!
+//! A cache whose items are memory blocks can be the front end of a `#[global_allocator]`.
+//! The cache then allocates through the allocator it serves: it keeps its own metadata in
+//! the global heap. What it allocates, and when:
+//!
+//! - **When it is built** ([`Cache::with_options`](crate::Cache::with_options)): the CPU
+//!   slots and their two magazines each (`cpus x 2 x magazine_size` items), the depot and
+//!   its CPU shelves; and it reads `MAGAZINE_CPUS_CONF` through `std::env::var` (a
+//!   `String`).
+//! - **On a miss**, never on a hit: an empty magazine when a free finds none in the depot,
+//!   a magazine's depot node at its first push, crossbeam-epoch's per-thread record at a
+//!   thread's first pin (and a short-lived one at every pin once that thread-local is gone,
+//!   during thread exit), garbage bags and queue nodes when a node is retired.
+//! - **On trim, flush and drop** it frees magazines and nodes; nodes are freed through the
+//!   epoch, later, by whichever thread's pin collects them, from any context.
+//!
+//! Its source is called from inside those paths (with no CPU slot held, see
+//! [callbacks](#callbacks-must-not-re-enter-the-cache)). Without a rule, a miss would
+//! allocate a magazine, which misses in another class's cache, which allocates, and so
+//! on, or takes a lock its own thread already holds. The rule that makes it safe, which
+//! is the obligation of the allocator around the cache and of its source:
+//!
+//! 1. **Mark the thread while it runs the cache.** Every call into a cache (allocation,
+//!    free, trim, statistics, construction) runs with a thread-local flag set. The flag is
+//!    a `const`-initialised `Cell<bool>` with no destructor, so it can be read during
+//!    thread exit, after crossbeam-epoch's own thread-local is gone, when destructors of
+//!    other thread-locals still allocate and free.
+//! 2. **While marked, allocate from memory that never calls a cache**: a separate metadata
+//!    arena (an address range of its own, free lists under a small lock), or the system
+//!    directly for large requests. The arena must not allocate either.
+//! 3. **Free by address first.** The epoch frees metadata later, from any thread, with
+//!    the flag set or not: a pointer inside the arena's range goes back to the arena
+//!    whatever the flag says. Only then route by layout (a class, or a mapping).
+//! 4. **A cache's block freed while marked goes to its source, not into a cache.** Epoch
+//!    pins inside the cache also run other libraries' deferred frees; those blocks go
+//!    straight back to the source instead of re-entering a cache from inside one.
+//! 5. **The source never allocates and holds its locks only within its own calls.** It
+//!    keeps its state in the memory it manages (span descriptors, free blocks) and never
+//!    calls the cache or the allocator with a lock held.
+//!
+//! With these, every chain of calls is at most allocator, cache, arena (or source), no
+//! lock is taken twice by one thread, and nothing waits for a thread that waits for it.
+//! Start no thread from inside the allocator (a periodic trim runs on a thread the
+//! program starts), and note the one lock outside the allocator's control: building a
+//! cache reads the environment, so the first allocation of a class inside `std::env::var`
+//! takes std's environment read lock twice (harmless unless another thread waits to
+//! write the environment at that moment).
+//!
+//! The crate `magazine-malloc` in the repository's `malloc/` directory is the worked
+//! example: a size class per cache, created lazily, with the flag, the routing and the
+//! arena (`malloc/src/heap.rs` has the routing table, `malloc/src/arena.rs` the arena,
+//! `malloc/src/source.rs` a source that never allocates).
+//!
 //! # Depot length on 32-bit targets
 //!
 //! Each depot stack keeps its length and its working-set low-water mark in one atomic

@@ -1,0 +1,197 @@
+//! Where each call goes, and the re-entrancy rule that makes it safe for the class caches
+//! to allocate through the allocator they serve.
+//!
+//! | call | thread outside the allocator | thread inside (flag set) |
+//! |---|---|---|
+//! | `alloc`, class-sized | the class's cache | the metadata arena |
+//! | `alloc`, large | its own mapping | its own mapping |
+//! | `dealloc`, pointer in the arena | the arena | the arena |
+//! | `dealloc`, class-sized | the class's cache | the class's source, past its cache |
+//! | `dealloc`, large | unmapped | unmapped |
+//!
+//! A thread is *inside* while it runs a class cache's code (an allocation, a free, a
+//! trim, the statistics, a cache's creation). The caches allocate their own metadata
+//! (magazines, depot nodes, crossbeam-epoch's per-thread records and garbage bags)
+//! through the global allocator; with the flag set those allocations go to the arena,
+//! which never calls a cache, so no chain of calls is longer than two. The flag is a
+//! `const`-initialised thread-local `Cell<bool>` without a destructor: readable during
+//! thread exit, after crossbeam-epoch's own thread-local is gone.
+//!
+//! `dealloc` routes by address first: crossbeam-epoch frees garbage later, from any thread
+//! and whatever the flag says, so a metadata block is recognised by where it is. A class
+//! block freed while inside (another library's garbage, collected by an epoch pin in one
+//! of our caches) goes straight to its source, whose lock is never held while anything
+//! else runs, instead of re-entering a cache from inside one.
+
+use std::alloc::Layout;
+use std::cell::Cell;
+use std::ptr;
+
+use crate::classes::{self, CLASSES};
+use crate::stats::{ClassStats, MallocStats};
+use crate::{arena, caches, large, os, source, span};
+
+thread_local! {
+    /// Whether the thread runs inside the allocator (see the module docs).
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The thread marked inside the allocator; unmarked when dropped.
+struct Inside(());
+
+impl Drop for Inside {
+    #[inline]
+    fn drop(&mut self) {
+        let _ = INSIDE.try_with(|inside| inside.set(false));
+    }
+}
+
+/// Marks the thread inside the allocator; `None` when it already was (or, which a
+/// `const` thread-local without destructor never is, when its flag cannot be read: then
+/// it is treated as inside, the path that never re-enters a cache).
+#[inline]
+fn enter() -> Option<Inside> {
+    let entered = INSIDE
+        .try_with(|inside| !inside.replace(true))
+        .unwrap_or(false);
+    // Not `then_some`: a guard built for nothing would clear the flag when dropped.
+    if entered {
+        Some(Inside(()))
+    } else {
+        None
+    }
+}
+
+#[inline]
+pub(crate) fn alloc(layout: Layout) -> *mut u8 {
+    let Some(class) = classes::lookup(layout.size(), layout.align()) else {
+        return large::alloc(layout);
+    };
+    match enter() {
+        Some(_inside) => match caches::get(class).and_then(|cache| cache.alloc()) {
+            Some(block) => block as *mut u8,
+            None => ptr::null_mut(),
+        },
+        None => arena::alloc(layout),
+    }
+}
+
+#[inline]
+pub(crate) fn alloc_zeroed(layout: Layout) -> *mut u8 {
+    if classes::lookup(layout.size(), layout.align()).is_none() {
+        return large::alloc(layout); // a fresh mapping reads as zeroes
+    }
+    let block = alloc(layout);
+    if !block.is_null() {
+        // SAFETY: a block of at least `layout.size()` bytes, ours.
+        unsafe { ptr::write_bytes(block, 0, layout.size()) };
+    }
+    block
+}
+
+/// # Safety
+///
+/// `GlobalAlloc::dealloc`'s contract.
+#[inline]
+pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
+    if arena::contains(ptr) {
+        // SAFETY: an arena block, allocated with `layout` (the caller's contract).
+        return unsafe { arena::dealloc(ptr, layout) };
+    }
+    let Some(class) = classes::lookup(layout.size(), layout.align()) else {
+        // SAFETY: not the arena's, large by its layout: one of our mappings.
+        return unsafe { large::dealloc(ptr, layout) };
+    };
+    let _inside = match enter() {
+        Some(inside) => inside,
+        None => {
+            // SAFETY: a block of `class` that the caller gives up.
+            return unsafe { source::free_one(class, ptr as usize) };
+        }
+    };
+    match caches::existing(class) {
+        Some(cache) => cache.free(ptr as usize),
+        None => {
+            // SAFETY: a block of `class` (every class block came through its cache, so
+            // this does not happen; the source takes it back all the same).
+            unsafe { source::free_one(class, ptr as usize) }
+        }
+    }
+}
+
+/// # Safety
+///
+/// `GlobalAlloc::realloc`'s contract.
+pub(crate) unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    // SAFETY: `realloc`'s contract: `new_size` is not 0 and, rounded up to the
+    // alignment, does not overflow `isize`.
+    let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+    if arena::contains(ptr) {
+        if arena::fits(layout, new) {
+            return ptr;
+        }
+    } else {
+        let old_class = classes::lookup(layout.size(), layout.align());
+        match (old_class, classes::lookup(new_size, layout.align())) {
+            (Some(from), Some(to)) if from == to => return ptr,
+            (None, None) if layout.align() <= os::page_size() => {
+                // SAFETY: a large block of ours with `layout`, aligned to a page at most.
+                return unsafe { large::realloc(ptr, layout, new_size) };
+            }
+            _ => {}
+        }
+    }
+    let moved = alloc(new);
+    if !moved.is_null() {
+        // SAFETY: two distinct live blocks, each of at least the length copied; the old
+        // one is ours to free (the caller's contract).
+        unsafe {
+            ptr::copy_nonoverlapping(ptr, moved, layout.size().min(new_size));
+            dealloc(ptr, layout);
+        }
+    }
+    moved
+}
+
+pub(crate) fn trim() {
+    let _inside = enter();
+    for class in 0..CLASSES {
+        if let Some(cache) = caches::existing(class) {
+            cache.trim();
+        }
+    }
+}
+
+pub(crate) fn stats() -> MallocStats {
+    let mut per_class = Vec::with_capacity(CLASSES); // before entering: a class block
+    {
+        let _inside = enter();
+        for class in 0..CLASSES {
+            let Some(cache) = caches::existing(class) else {
+                continue;
+            };
+            let (spans, blocks_out) = source::counts(class);
+            per_class.push(ClassStats {
+                class,
+                size: classes::class_size(class),
+                magazine_size: classes::magazine_size(class),
+                cache: cache.stats(),
+                spans,
+                blocks_out,
+            });
+        }
+    }
+    let spans = span::counts();
+    let (metadata_in_use, metadata_committed, metadata_reserved) = arena::counts();
+    MallocStats {
+        classes: per_class,
+        spans_held: spans.held,
+        spans_free: spans.free,
+        spans_returned: spans.returned,
+        chunk_bytes: spans.chunks * span::CHUNK,
+        large_bytes: large::mapped(),
+        metadata_in_use,
+        metadata_committed,
+        metadata_reserved,
+    }
+}

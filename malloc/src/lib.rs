@@ -1,0 +1,237 @@
+//! A global allocator built on the [`magazine`] crate: the crate's reference adopter.
+//!
+//! Every size class has a `magazine::Cache` of block addresses: per-CPU magazines (a hit
+//! is a restartable sequence on Linux x86_64, no locked instruction) in front of a
+//! lock-free depot, in front of the class's central free list, which carves blocks from
+//! spans of mapped memory. Memory goes back to the system when the caches are trimmed.
+//!
+//! # Use
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use magazine_malloc::MagazineMalloc;
+//!
+//! #[global_allocator]
+//! static GLOBAL: MagazineMalloc = MagazineMalloc::new();
+//!
+//! fn main() {
+//!     // Optional: give idle memory back every 2 s (the allocator starts no thread).
+//!     GLOBAL.spawn_trimmer(Duration::from_secs(2)).expect("a thread");
+//!     let v: Vec<u64> = (0..1000).collect();
+//!     drop(v);
+//!     println!("{}", GLOBAL.stats());
+//! }
+//! ```
+//!
+//! Every `MagazineMalloc` value is a handle on the same process-wide heap: `trim` and
+//! `stats` on any of them see all of it.
+//!
+//! # Design
+//!
+//! **Classes** ([`classes`]). 80 block sizes from 8 B to 32 KiB in tcmalloc's spacing
+//! (multiples of 8 to 64, then 8 per doubling): a request of 64 B or more wastes at most
+//! 12.5% of its block. Two small tables map a size to its class in O(1). An alignment up
+//! to 32 KiB is served by the smallest class that is a multiple of it (blocks sit at
+//! multiples of their size from 64 KiB-aligned span starts). Larger or more aligned
+//! requests get a mapping of their own (`mmap`, over-mapped and trimmed when aligned
+//! beyond a page), unmapped when freed; `realloc` moves those with `mremap`. Rust passes
+//! the layout to `dealloc`, so blocks carry no header.
+//!
+//! **Caches.** A class's `magazine::Cache` is created at its first allocation (an atomic
+//! pointer per class; of two threads that race, the loser drops its cache), so unused
+//! classes cost nothing. Configuration: a slot per CPU the system may bring up
+//! (`sysconf(_SC_NPROCESSORS_CONF)`, which restartable sequences need), magazines of
+//! `16 KiB / size` items clamped to 4..=64 ([`classes::magazine_size`]), and a
+//! `Dynamic { target: 1, trim: WorkingSet }` depot.
+//!
+//! **Spans.** A class's source hands out blocks carved from spans of 64, 128 or 256 KiB
+//! (at least 8 blocks each), which live in 4 MiB-aligned chunks whose first span holds
+//! their descriptors, so a block's span is found by masking its address. A fresh span is
+//! carved with a bump index (pages nobody used are never touched); given-back blocks form
+//! a list per span. The cache refills a whole magazine per source call
+//! (`Source::alloc_batch`, one lock hold) and gives whole magazines back. When all of a
+//! span's blocks are back, its pages are given to the system (`madvise(MADV_DONTNEED)`)
+//! and the span goes to a free list shared by every class of its size.
+//!
+//! **Re-entrancy.** The caches allocate their own metadata (magazines, depot nodes,
+//! crossbeam-epoch's records, the caches themselves) through the global allocator, that
+//! is, through this one. A `const` thread-local flag marks a thread *inside* the
+//! allocator while it runs a cache; what it allocates then goes to a separate metadata
+//! arena (a reserved address range, power-of-two free lists under one lock) that never
+//! calls a cache. `dealloc` recognises an arena block by its address, whoever frees it
+//! and whenever. The sources and the arena never allocate. The rule in full, as an
+//! obligation of any allocator built on the cache:
+//! [`magazine::docs::obligations`](magazine::docs::obligations#inside-a-global-allocator).
+//!
+//! **Trimming.** [`MagazineMalloc::trim`] trims every class cache: with the working-set
+//! rule a trim gives back what nobody used since the previous trim (idle CPU slots
+//! included), so memory freed by a workload goes back after two trims an interval apart;
+//! the spans whose blocks all came back are discarded at once.
+//! [`MagazineMalloc::spawn_trimmer`] starts a thread that trims every interval (2 s is
+//! the cache's advice); start it from `main`, never from inside an allocation.
+//!
+//! **Memory cost.** Per CPU and class used: at most two magazines of blocks in the CPU's
+//! slot, 2 x [`classes::magazine_size`] x size (1 KiB for the 8 B class, about 32 KiB
+//! from 256 B to 4 KiB, 256 KiB for the 32 KiB class; about 4 MiB if one CPU used every
+//! class), plus the slot and its two magazines' arrays in the arena (about 1.5 KiB).
+//! After trims, a class's depot keeps one full magazine. A cached block also costs 8
+//! bytes of metadata (its address in a magazine), which for the smallest classes is the
+//! block's own size, until trimmed.
+//!
+//! # Limits
+//!
+//! - **Linux only.** On other systems `MagazineMalloc` forwards every call to
+//!   [`std::alloc::System`] (and `trim` and `stats` do nothing). Restartable sequences
+//!   run on Linux x86_64 with glibc 2.35+; elsewhere (aarch64, musl) a cache hit takes
+//!   the CPU slot with a compare-and-swap.
+//! - **Fragmentation.** A span goes back only when every block in it is back; one
+//!   long-lived block keeps its span's touched pages resident. Chunks (address space) are
+//!   never unmapped.
+//! - **The metadata arena never shrinks.** It keeps its peak (magazines of a burst freed
+//!   by trims are reused by later bursts, not returned).
+//! - **No checks.** A double free or a foreign pointer corrupts the heap, as with most
+//!   allocators (the cache cannot see one: `magazine::docs::obligations`).
+//! - **Not async-signal-safe**, like any allocator with locks: a signal handler must not
+//!   allocate. A child `fork`ed while another thread held one of the allocator's locks
+//!   must not allocate before `exec`.
+//! - Creating a class's cache reads the environment (`MAGAZINE_CPUS_CONF`, through
+//!   `std::env::var`), so a thread that allocates a block of a class never used before
+//!   while it holds std's environment lock (inside `std::env::var` itself) takes that
+//!   read lock twice; with a writer waiting (`set_var` on another thread) that can
+//!   deadlock.
+
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::io;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+pub mod classes;
+mod stats;
+
+#[cfg(target_os = "linux")]
+mod arena;
+#[cfg(target_os = "linux")]
+mod caches;
+#[cfg(not(target_os = "linux"))]
+mod fallback;
+#[cfg(target_os = "linux")]
+mod heap;
+#[cfg(target_os = "linux")]
+mod large;
+#[cfg(target_os = "linux")]
+mod os;
+#[cfg(target_os = "linux")]
+mod source;
+#[cfg(target_os = "linux")]
+mod span;
+
+#[cfg(not(target_os = "linux"))]
+use fallback as imp;
+#[cfg(target_os = "linux")]
+use heap as imp;
+
+pub use stats::{rss, ClassStats, MallocStats, Rss};
+
+/// The trim interval the cache advises for its working-set rule (see
+/// [`magazine::docs::trimming`]).
+pub const TRIM_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The allocator: a handle on the process-wide heap (every value shares it).
+///
+/// ```
+/// use std::alloc::{GlobalAlloc, Layout};
+/// use magazine_malloc::MagazineMalloc;
+///
+/// let heap = MagazineMalloc::new();
+/// let layout = Layout::from_size_align(100, 8).unwrap();
+/// // SAFETY: a layout of nonzero size; the block is freed with it, once.
+/// unsafe {
+///     let block = heap.alloc(layout);
+///     assert!(!block.is_null());
+///     block.write_bytes(7, 100);
+///     heap.dealloc(block, layout);
+/// }
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MagazineMalloc {
+    _private: (),
+}
+
+impl MagazineMalloc {
+    /// The allocator, for `#[global_allocator] static GLOBAL: MagazineMalloc =
+    /// MagazineMalloc::new();`. Nothing is set up until the first allocation.
+    pub const fn new() -> Self {
+        Self { _private: () }
+    }
+
+    /// Trims every class cache: with the working-set rule, what nobody used since the
+    /// previous trim goes back to the spans (idle CPU slots included), down to one full
+    /// magazine per class, and spans whose blocks are all back give their pages to the
+    /// system at once. Call it every [`TRIM_INTERVAL`] or so; after a workload, memory is
+    /// back after two trims an interval apart. [`MallocStats::spans_returned`] counts what
+    /// went back.
+    pub fn trim(&self) {
+        imp::trim();
+    }
+
+    /// Starts a thread named `magazine-malloc-trim` that calls [`trim`](Self::trim) every
+    /// `interval` for the rest of the process. The allocator starts no thread of its own:
+    /// call this from the program (after `main` begins), once.
+    ///
+    /// # Errors
+    ///
+    /// When the thread cannot be started.
+    pub fn spawn_trimmer(&'static self, interval: Duration) -> io::Result<JoinHandle<()>> {
+        thread::Builder::new()
+            .name("magazine-malloc-trim".into())
+            .spawn(move || loop {
+                thread::sleep(interval);
+                self.trim();
+            })
+    }
+
+    /// A snapshot of the heap: each used class's cache counters, spans and blocks, and
+    /// the bytes mapped for spans, large allocations and metadata.
+    pub fn stats(&self) -> MallocStats {
+        imp::stats()
+    }
+}
+
+// SAFETY: blocks are never handed out twice while live: class blocks are handed out by
+// their source once until they come back (the cache keeps each in exactly one place),
+// arena blocks and mappings likewise. Each block is at least `layout.size()` bytes and
+// aligned to `layout.align()` (see `classes`). Nothing unwinds: every path returns null on
+// failure, and the locks inside never poison.
+unsafe impl GlobalAlloc for MagazineMalloc {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        imp::alloc(layout)
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        imp::alloc_zeroed(layout)
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { imp::dealloc(ptr, layout) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { imp::realloc(ptr, layout, new_size) }
+    }
+}
+
+/// The allocator of this crate's own builds with `--cfg magazine_test_malloc`, which the
+/// `magazine` crate's test suite links to run on it.
+#[cfg(magazine_test_malloc)]
+#[global_allocator]
+static GLOBAL: MagazineMalloc = MagazineMalloc::new();

@@ -1,0 +1,131 @@
+//! The system calls the allocator makes: mapping, unmapping, giving pages back, and the
+//! two numbers it asks the system once (page size, configured CPUs). None allocates,
+//! none panics: a failure comes back as `None` or `false`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The page size, asked once (`sysconf(_SC_PAGESIZE)`; 4096 if that fails).
+#[inline]
+pub(crate) fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    match PAGE.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: `sysconf` has no preconditions; it returns -1 on failure.
+            let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            let page = usize::try_from(page)
+                .ok()
+                .filter(|page| page.is_power_of_two())
+                .unwrap_or(4096);
+            PAGE.store(page, Ordering::Relaxed);
+            page
+        }
+        page => page,
+    }
+}
+
+/// The CPUs the system may bring up (`sysconf(_SC_NPROCESSORS_CONF)`, at least 1), asked
+/// once. Not `std::thread::available_parallelism`, which allocates (and counts only the
+/// CPUs of the affinity mask: restartable sequences need a slot for every CPU).
+pub(crate) fn configured_cpus() -> usize {
+    static CPUS: AtomicUsize = AtomicUsize::new(0);
+    match CPUS.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: `sysconf` has no preconditions; it returns -1 on failure.
+            let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+            let cpus = usize::try_from(cpus).unwrap_or(1).max(1);
+            CPUS.store(cpus, Ordering::Relaxed);
+            cpus
+        }
+        cpus => cpus,
+    }
+}
+
+/// `len` bytes of fresh private anonymous memory (zeroed, never touched, so not resident)
+/// with protection `prot`, at an address the kernel picks; `None` when it refuses.
+pub(crate) fn map(len: usize, prot: libc::c_int) -> Option<usize> {
+    // SAFETY: an anonymous private mapping at an address the kernel chooses overlaps
+    // nothing of ours; MAP_FAILED (not null) is the failure value, turned into `None`.
+    let addr = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (addr != libc::MAP_FAILED && !addr.is_null()).then_some(addr as usize)
+}
+
+/// `len` bytes of read-write memory aligned to `align` (a power of two): maps
+/// `len + align - page`, then unmaps the head and the tail around the aligned part. `len`
+/// must be a multiple of the page size.
+pub(crate) fn map_aligned(len: usize, align: usize) -> Option<usize> {
+    let over = len.checked_add(align.saturating_sub(page_size()))?;
+    let raw = map(over, libc::PROT_READ | libc::PROT_WRITE)?;
+    let start = (raw + align - 1) & !(align - 1);
+    // SAFETY: both ranges are parts of the mapping just made, outside `[start, start +
+    // len)`, and nobody knows of them yet. A failure leaves them mapped: wasted address
+    // space, nothing wrong.
+    unsafe {
+        unmap(raw, start - raw);
+        unmap(start + len, raw + over - (start + len));
+    }
+    Some(start)
+}
+
+/// Unmaps `[addr, addr + len)` (nothing when `len` is 0).
+///
+/// # Safety
+///
+/// The range must be mapped memory of the allocator's that nobody uses any more.
+pub(crate) unsafe fn unmap(addr: usize, len: usize) {
+    if len != 0 {
+        // SAFETY: the caller's contract. A failure (which the kernel reports only for a
+        // bad range) leaves the memory mapped: a leak, not an error to act on.
+        unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+    }
+}
+
+/// Gives the pages of `[addr, addr + len)` back to the system: they stay mapped and read
+/// as zeroes when touched again. Returns whether the kernel did it.
+///
+/// # Safety
+///
+/// The range must be page-aligned memory of the allocator's whose contents nobody needs.
+pub(crate) unsafe fn discard(addr: usize, len: usize) -> bool {
+    // SAFETY: the caller's contract. On failure the pages just stay resident.
+    unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) == 0 }
+}
+
+/// Makes `[addr, addr + len)` of a `PROT_NONE` reservation readable and writable.
+/// Returns whether it did.
+///
+/// # Safety
+///
+/// The range must be part of a reservation of the allocator's.
+pub(crate) unsafe fn commit(addr: usize, len: usize) -> bool {
+    // SAFETY: the caller's contract; the range holds nothing yet. On failure it stays
+    // inaccessible and the caller hands out nothing from it.
+    unsafe {
+        libc::mprotect(
+            addr as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+        ) == 0
+    }
+}
+
+/// Resizes the mapping `[addr, addr + old)` to `new` bytes, moving it if need be;
+/// `None` (the old mapping untouched) when the kernel refuses.
+///
+/// # Safety
+///
+/// The range must be a whole mapping of the allocator's, lengths multiples of the page
+/// size.
+pub(crate) unsafe fn remap(addr: usize, old: usize, new: usize) -> Option<usize> {
+    // SAFETY: the caller's contract; MAP_FAILED leaves the old mapping as it was.
+    let moved = unsafe { libc::mremap(addr as *mut libc::c_void, old, new, libc::MREMAP_MAYMOVE) };
+    (moved != libc::MAP_FAILED).then_some(moved as usize)
+}
