@@ -73,10 +73,11 @@
 //! **Memory cost.** Per CPU and class used: at most two magazines of blocks in the CPU's
 //! slot, 2 x [`classes::magazine_size`] x size (1 KiB for the 8 B class, about 32 KiB
 //! from 256 B to 4 KiB, 256 KiB for the 32 KiB class; about 4 MiB if one CPU used every
-//! class), plus the slot and its two magazines' arrays in the arena (about 1.5 KiB).
-//! After trims, a class's depot keeps one full magazine. A cached block also costs 8
-//! bytes of metadata (its address in a magazine), which for the smallest classes is the
-//! block's own size, until trimmed.
+//! class). In the metadata arena, a class costs about 2 KiB (its cache) plus, per CPU,
+//! its slot, shelf and two magazines' arrays: 0.5 KiB for the classes above 4 KiB
+//! (magazines of 4), up to 1.5 KiB (magazines of 64). After trims, a class's depot keeps
+//! one full magazine. A cached block also costs 8 bytes of metadata (its address in a
+//! magazine), which for the smallest classes is the block's own size, until trimmed.
 //!
 //! # Limits
 //!

@@ -92,7 +92,7 @@ fn sizes() -> Vec<(usize, usize)> {
 #[test]
 fn blocks_keep_their_contents_across_threads() {
     const THREADS: usize = 4;
-    const ROUNDS: u64 = 6;
+    const ROUNDS: u64 = 3;
     let sizes = sizes();
     let (senders, receivers): (Vec<_>, Vec<_>) =
         (0..THREADS).map(|_| mpsc::channel::<Block>()).unzip();
