@@ -21,9 +21,14 @@
 //! the workload's wall time and operations per second, peak RSS (`VmHWM`), RSS after the
 //! workload freed everything (`VmRSS`), and RSS once more after one trim interval. For
 //! MagazineMalloc "one trim interval" is `trim()`, a sleep of the interval, `trim()` again
-//! (its caches give memory back when two trims are an interval apart); the other
-//! allocators only sleep the same interval (jemalloc and mimalloc purge on their own
-//! schedules, glibc trims the top of its heaps at `free`). The default interval is 1 s.
+//! (its working-set rule counts trims, not time: what nobody used between the two trims
+//! goes back); the other allocators only sleep the same interval. They purge on their own
+//! schedules, inside their own allocator calls (jemalloc's dirty-page decay, 10 s by
+//! default without a background thread; mimalloc's purge delay; glibc trims the top of a
+//! heap at `free`), so an idle sleep gives them no chance to purge: their third figure
+//! shows what they keep when the program goes quiet. The default interval is 1 s
+//! (MagazineMalloc's advised `TRIM_INTERVAL` is 2 s; the length does not change what its
+//! two trims give back).
 //!
 //! Scale 1 is sized so that each workload runs for about 1-3 s with glibc on a 2-core
 //! machine; every RNG is a seeded xorshift, so the same workload allocates the same
