@@ -10,7 +10,11 @@ use std::time::Instant;
 
 use magazine_malloc::MagazineMalloc;
 
+// The lib declares it itself under `--cfg magazine_test_malloc`.
+#[cfg(not(magazine_test_malloc))]
 #[global_allocator]
+static GLOBAL: MagazineMalloc = MagazineMalloc::new();
+#[cfg(magazine_test_malloc)]
 static GLOBAL: MagazineMalloc = MagazineMalloc::new();
 
 /// Nanoseconds per alloc + free pair of `size` bytes through `allocator`, best of 5.

@@ -11,8 +11,11 @@
 //! use std::time::Duration;
 //! use magazine_malloc::MagazineMalloc;
 //!
+//! # #[cfg(not(magazine_test_malloc))] // the lib declares it under this cfg
 //! #[global_allocator]
 //! static GLOBAL: MagazineMalloc = MagazineMalloc::new();
+//! # #[cfg(magazine_test_malloc)]
+//! # static GLOBAL: MagazineMalloc = MagazineMalloc::new();
 //!
 //! fn main() {
 //!     // Optional: give idle memory back every 2 s (the allocator starts no thread).
