@@ -91,6 +91,10 @@
 //! - **Fragmentation.** A span goes back only when every block in it is back; one
 //!   long-lived block keeps its span's touched pages resident. Chunks (address space) are
 //!   never unmapped.
+//! - **Large blocks are not cached.** Every allocation above 32 KiB is an `mmap` and its
+//!   free a `munmap` (two system calls, and page faults on first touch), where glibc
+//!   keeps blocks up to 128 KiB and more in its heaps: a program that churns blocks of
+//!   32 KiB to a few hundred KiB pays that on every pair.
 //! - **The metadata arena never shrinks.** It keeps its peak (magazines of a burst freed
 //!   by trims are reused by later bursts, not returned).
 //! - **No checks.** A double free or a foreign pointer corrupts the heap, as with most
