@@ -392,7 +392,7 @@ fn xmalloc(threads: usize, scale: f64) -> u64 {
 // larson: server churn with hand-offs.
 
 /// Block replacements over all threads at scale 1.
-const LARSON_REPLACEMENTS: u64 = 40_000_000;
+const LARSON_REPLACEMENTS: u64 = 80_000_000;
 /// Blocks each thread owns.
 const LARSON_SLOTS: usize = 1000;
 /// Replacements a thread does before handing its slots to a new thread.
@@ -433,7 +433,7 @@ fn larson(threads: usize, scale: f64) -> u64 {
 // cache-thrash and cache-scratch: false sharing.
 
 /// Allocate-write-free cycles per thread at scale 1.
-const CACHE_ITERATIONS: u64 = 2500;
+const CACHE_ITERATIONS: u64 = 5000;
 /// One-byte writes to each object (a read-modify-write each) before it is freed.
 const CACHE_WRITES: u64 = 100_000;
 /// Object size: small, so that objects of different threads can share a cache line.
@@ -484,7 +484,7 @@ fn cache_false_sharing(threads: usize, scale: f64, passive: bool) -> u64 {
 // mstress: mixed sizes, realloc, transfers.
 
 /// Steps (each one allocator call) over all threads and rounds at scale 1.
-const MSTRESS_STEPS: u64 = 12_000_000;
+const MSTRESS_STEPS: u64 = 30_000_000;
 /// Rounds: each round starts fresh threads; the transfer slots live across rounds.
 const MSTRESS_ROUNDS: u64 = 10;
 /// Shared slots through which threads swap blocks.
@@ -563,7 +563,7 @@ fn mstress(threads: usize, scale: f64) -> u64 {
 // pair64: the fast path.
 
 /// Alloc + free pairs per thread at scale 1.
-const PAIR64_PAIRS: u64 = 100_000_000;
+const PAIR64_PAIRS: u64 = 150_000_000;
 
 /// One thread (by default) allocates 64 bytes and frees them, in a loop: the allocator's
 /// fast path, hot in cache; `ns_per_op` is the time of one pair. With `--threads N` each of
