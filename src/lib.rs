@@ -155,6 +155,9 @@
 
 extern crate alloc;
 
+#[cfg(all(test, magazine_test_malloc))]
+use magazine_malloc as _; // the unit tests on MagazineMalloc (.ci/run)
+
 mod cache;
 pub mod cpu;
 mod depot;

@@ -971,9 +971,15 @@ pub(crate) fn configured_cpus() -> Option<usize> {
     let cpus = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) })
         .ok()
         .filter(|&cpus| cpus > 0)?;
-    let lowered = std::env::var("MAGAZINE_CPUS_CONF")
-        .ok()
-        .and_then(|value| value.parse::<usize>().ok())
+    // `getenv`, not `std::env::var`: no `String` and no lock of std's, so a cache can be
+    // built inside a global allocator (`docs::obligations`, "Inside a global allocator").
+    // SAFETY: a NUL-terminated name; the result is null or a NUL-terminated string that
+    // stays valid while nobody changes the environment, and it is read at once.
+    let value = unsafe { libc::getenv(c"MAGAZINE_CPUS_CONF".as_ptr()) };
+    let lowered = (!value.is_null())
+        // SAFETY: non-null, NUL-terminated (above).
+        .then(|| unsafe { core::ffi::CStr::from_ptr(value) })
+        .and_then(|value| value.to_str().ok()?.parse::<usize>().ok())
         .filter(|&value| value > 0);
     Some(lowered.map_or(cpus, |lowered| lowered.min(cpus)))
 }

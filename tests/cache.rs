@@ -2,6 +2,8 @@
 //! cap, exhaustion, panicking sources, flushes and handles. Conservation is checked with
 //! the tracking source after every test.
 
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 mod common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -2,6 +2,8 @@
 //! exactly as a user outside the crate would.
 
 use magazine::{Cache, Config, DepotPolicy, LocalCache, Source, Stats, Trim};
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 
 struct Counter(std::sync::atomic::AtomicU64);
 

@@ -7,6 +7,8 @@
 //! before any thread starts; `.ci/run` also runs the whole test command with it.
 #![cfg(target_os = "linux")]
 
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 mod common;
 
 use std::sync::Arc;

@@ -21,6 +21,8 @@
 //! 10^4 in debug ones).
 #![cfg(target_os = "linux")]
 
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};

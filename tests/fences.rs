@@ -5,6 +5,8 @@
 //! where the cache cannot run sequences or the machine has a single CPU to run on.
 #![cfg(target_os = "linux")]
 
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 mod common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -3,6 +3,9 @@
 //! exactly where single calls in a row would, so the tree stays Linux-identical.
 
 use magazine::iova::{Iova, IovaDomain, IovaError};
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
+
 use magazine::{Config, DepotPolicy};
 
 /// Pages of 16 MiB: the 32-bit boundary at pfn 256, a small space to fill.

@@ -2,6 +2,8 @@
 //! domain exactly as it was, and a consistency check passes afterwards.
 
 use magazine::iova::{Iova, IovaDomain, IovaError};
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 
 const GRANULE: u64 = 1 << 24; // 32-bit boundary at pfn 256
 const LIMIT: u64 = 511;

@@ -3,6 +3,9 @@
 //! one at a time (limit filtering, exhaustion flush, CPU flush, uncached sizes).
 
 use magazine::iova::{FreeCheck, IovaDomain, IovaError, IOVA_RANGE_CACHE_MAX_SIZE};
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
+
 use magazine::{Config, DepotPolicy, Trim};
 use proptest::prelude::*;
 

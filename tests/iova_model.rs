@@ -9,6 +9,9 @@
 //! fails only when nothing fits, which also shows that frees make space reusable).
 
 use magazine::iova::{Iova, IovaDomain, IovaError};
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
+
 use proptest::prelude::*;
 
 /// Pages of 16 MiB put the 32-bit boundary at pfn 256, so both cached search starts

@@ -5,7 +5,10 @@
 //! aligned, and at the end everything is conserved: the domain is consistent, nothing is
 //! in callers' hands, and after a flush the tree holds nothing.
 
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 use std::collections::BTreeMap;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;

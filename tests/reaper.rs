@@ -1,5 +1,7 @@
 //! The optional reaper thread trims on its own and stops cleanly.
 
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 mod common;
 
 use std::sync::Arc;

@@ -1,7 +1,10 @@
 //! Regression tests, one per defect found in review, each named after the bug it pins
 //! down. Each failed on the code before its fix.
 
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 use std::panic::{self, AssertUnwindSafe};
+
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};

@@ -6,6 +6,8 @@
 //! `MAGAZINE_STRESS_OPS` sets the allocations per test (default 10^6, 500 under Miri; CI's
 //! valgrind and sanitizer runs use smaller numbers).
 
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -311,4 +313,28 @@ fn alloc_waiting(mut alloc: impl FnMut() -> Option<u32>) -> u32 {
         thread::yield_now();
     }
     panic!("the source never got its ids back");
+}
+
+/// Under `--cfg magazine_test_malloc` (`.ci/run`) every test binary of the suite runs on
+/// `magazine_malloc::MagazineMalloc`: the allocations of this one must reach its caches.
+#[cfg(magazine_test_malloc)]
+#[test]
+fn the_suite_runs_on_magazine_malloc() {
+    let served = || {
+        let stats = magazine_malloc::MagazineMalloc::new().stats();
+        let classes = stats.classes.iter();
+        classes
+            .map(|class| class.cache.alloc_hits + class.cache.source_allocs)
+            .sum::<u64>()
+    };
+    let before = served();
+    let boxes: Vec<Box<[u8; 48]>> = (0..1000).map(|_| Box::new([7; 48])).collect();
+    assert!(boxes
+        .iter()
+        .all(|block| block.iter().all(|&byte| byte == 7)));
+    drop(boxes);
+    assert!(
+        served() >= before + 1000,
+        "the boxes came from another allocator"
+    );
 }

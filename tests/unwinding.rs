@@ -9,6 +9,8 @@
 //! Also: a panicking source while the cache is dropped after restartable-sequence hits on
 //! several CPUs, and a panicking source on the busy-slot paths under contention.
 
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 mod common;
 
 use std::cell::RefCell;

@@ -106,11 +106,6 @@
 //!   crossbeam-epoch's own (registered before the thread's first epoch pin) and misses
 //!   its magazines registers a short-lived epoch participant (an arena allocation) at
 //!   every depot exchange: correct, but far slower than a hit.
-//! - Creating a class's cache reads the environment (`MAGAZINE_CPUS_CONF`, through
-//!   `std::env::var`), so a thread that allocates a block of a class never used before
-//!   while it holds std's environment lock (inside `std::env::var` itself) takes that
-//!   read lock twice; with a writer waiting (`set_var` on another thread) that can
-//!   deadlock.
 
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -78,8 +78,8 @@
 //!
 //! - **When it is built** ([`Cache::with_options`](crate::Cache::with_options)): the CPU
 //!   slots and their two magazines each (`cpus x 2 x magazine_size` items), the depot and
-//!   its CPU shelves; and it reads `MAGAZINE_CPUS_CONF` through `std::env::var` (a
-//!   `String`).
+//!   its CPU shelves (it reads the environment with `getenv`, which neither allocates
+//!   nor takes a lock of std's).
 //! - **On a miss**, never on a hit: an empty magazine when a free finds none in the depot,
 //!   a magazine's depot node at its first push, crossbeam-epoch's per-thread record at a
 //!   thread's first pin (and a short-lived one at every pin once that thread-local is gone,
@@ -114,10 +114,7 @@
 //! With these, every chain of calls is at most allocator, cache, arena (or source), no
 //! lock is taken twice by one thread, and nothing waits for a thread that waits for it.
 //! Start no thread from inside the allocator (a periodic trim runs on a thread the
-//! program starts), and note the one lock outside the allocator's control: building a
-//! cache reads the environment, so the first allocation of a class inside `std::env::var`
-//! takes std's environment read lock twice (harmless unless another thread waits to
-//! write the environment at that moment).
+//! program starts).
 //!
 //! The crate `magazine-malloc` in the repository's `malloc/` directory is the worked
 //! example: a size class per cache, created lazily, with the flag, the routing and the
