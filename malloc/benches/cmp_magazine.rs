@@ -15,4 +15,8 @@ static GLOBAL: MagazineMalloc = MagazineMalloc::new();
 
 fn main() {
     workloads::main("magazine", Some(&|| GLOBAL.trim()));
+    // What the allocator holds at the end, for a reader of the RSS columns.
+    if std::env::var_os("MALLOC_BENCH_STATS").is_some() {
+        eprint!("{}", GLOBAL.stats());
+    }
 }

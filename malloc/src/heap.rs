@@ -3,25 +3,29 @@
 //!
 //! | call | thread outside the allocator | thread inside (flag set) |
 //! |---|---|---|
-//! | `alloc`, class-sized | the class's cache | the metadata arena |
+//! | `alloc`, class-sized | the class's cache | the class's source, past its cache |
 //! | `alloc`, large | its own mapping | its own mapping |
-//! | `dealloc`, pointer in the arena | the arena | the arena |
+//! | `dealloc`, pointer in the arena (a class cache itself) | the arena | the arena |
 //! | `dealloc`, class-sized | the class's cache | the class's source, past its cache |
 //! | `dealloc`, large | unmapped | unmapped |
 //!
 //! A thread is *inside* while it runs a class cache's code (an allocation, a free, a
 //! trim, the statistics, a cache's creation). The caches allocate their own metadata
 //! (magazines, depot nodes, crossbeam-epoch's per-thread records and garbage bags)
-//! through the global allocator; with the flag set those allocations go to the arena,
-//! which never calls a cache, so no chain of calls is longer than two. The flag is a
+//! through the global allocator; with the flag set those allocations go straight to the
+//! class's source (its central free list, under its lock for the call only), which never
+//! calls a cache or allocates, so no chain of calls is longer than two. Metadata blocks are
+//! then ordinary blocks of their class: when the caches free them (a trim drops the
+//! magazines it emptied) their spans go back to the system like any other. The flag is a
 //! `const`-initialised thread-local `Cell<bool>` without a destructor: readable during
 //! thread exit, after crossbeam-epoch's own thread-local is gone.
 //!
-//! `dealloc` routes by address first: crossbeam-epoch frees garbage later, from any thread
-//! and whatever the flag says, so a metadata block is recognised by where it is. A class
-//! block freed while inside (another library's garbage, collected by an epoch pin in one
-//! of our caches) goes straight to its source, whose lock is never held while anything
-//! else runs, instead of re-entering a cache from inside one.
+//! crossbeam-epoch frees garbage later, from any thread and whatever the flag says: a
+//! metadata block freed from outside goes into its class's cache like any block (it is
+//! one). A class block freed while inside (a depot node retired by a trim, or another
+//! library's garbage collected by an epoch pin in one of our caches) goes straight to its
+//! source instead of re-entering a cache from inside one. Only the class caches
+//! themselves live in the arena (`caches.rs`), recognised by address.
 
 use std::alloc::Layout;
 use std::cell::Cell;
@@ -72,7 +76,7 @@ pub(crate) fn alloc(layout: Layout) -> *mut u8 {
             Some(block) => block as *mut u8,
             None => ptr::null_mut(),
         },
-        None => arena::alloc(layout),
+        None => source::alloc_one(class),
     }
 }
 

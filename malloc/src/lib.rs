@@ -59,10 +59,13 @@
 //! **Re-entrancy.** The caches allocate their own metadata (magazines, depot nodes,
 //! crossbeam-epoch's records, the caches themselves) through the global allocator, that
 //! is, through this one. A `const` thread-local flag marks a thread *inside* the
-//! allocator while it runs a cache; what it allocates then goes to a separate metadata
-//! arena (a reserved address range, power-of-two free lists under one lock) that never
-//! calls a cache. `dealloc` recognises an arena block by its address, whoever frees it
-//! and whenever. The sources and the arena never allocate. The rule in full, as an
+//! allocator while it runs a cache; what it allocates then comes straight from the
+//! class's source, past the cache (a central free list under a lock held for the call
+//! only, which never calls a cache). Metadata blocks are ordinary blocks of their class,
+//! so memory the caches used for magazines goes back to the system with its spans once
+//! trims free those magazines. The sources never allocate; the class caches themselves
+//! live in a small arena (a reserved address range, recognised by address). The rule in
+//! full, as an
 //! obligation of any allocator built on the cache:
 //! [`magazine::docs::obligations`](magazine::docs::obligations#inside-a-global-allocator).
 //!
@@ -76,10 +79,10 @@
 //! **Memory cost.** Per CPU and class used: at most two magazines of blocks in the CPU's
 //! slot, 2 x [`classes::magazine_size`] x size (1 KiB for the 8 B class, about 32 KiB
 //! from 256 B to 4 KiB, 256 KiB for the 32 KiB class; about 4 MiB if one CPU used every
-//! class). In the metadata arena, a class costs about 2 KiB (its cache) plus, per CPU,
+//! class). As metadata, a class costs about 2 KiB (its cache, in the arena) plus, per CPU,
 //! its slot, shelf and two magazines' arrays: 0.5 KiB for the classes above 4 KiB
-//! (magazines of 4), up to 1.5 KiB (magazines of 64). After trims, a class's depot keeps
-//! one full magazine. A cached block also costs 8 bytes of metadata (its address in a
+//! (magazines of 4), up to 1.5 KiB (magazines of 64), in class blocks. After trims, a
+//! class's depot keeps no full magazine. A cached block also costs 8 bytes of metadata (its address in a
 //! magazine), which for the smallest classes is the block's own size, until trimmed.
 //!
 //! # Limits
@@ -95,8 +98,6 @@
 //!   free a `munmap` (two system calls, and page faults on first touch), where glibc
 //!   keeps blocks up to 128 KiB and more in its heaps: a program that churns blocks of
 //!   32 KiB to a few hundred KiB pays that on every pair.
-//! - **The metadata arena never shrinks.** It keeps its peak (magazines of a burst freed
-//!   by trims are reused by later bursts, not returned).
 //! - **No checks.** A double free or a foreign pointer corrupts the heap, as with most
 //!   allocators (the cache cannot see one: `magazine::docs::obligations`).
 //! - **Not async-signal-safe**, like any allocator with locks: a signal handler must not
@@ -104,7 +105,7 @@
 //!   must not allocate before `exec`.
 //! - **Thread exit is slower.** A thread-local destructor that runs after
 //!   crossbeam-epoch's own (registered before the thread's first epoch pin) and misses
-//!   its magazines registers a short-lived epoch participant (an arena allocation) at
+//!   its magazines registers a short-lived epoch participant (a block from a source) at
 //!   every depot exchange: correct, but far slower than a hit.
 
 #![deny(missing_docs)]

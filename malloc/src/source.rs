@@ -107,6 +107,18 @@ impl Source for ClassSource {
     }
 }
 
+/// Takes one block of `class` straight from its spans, past the cache: for an allocation
+/// made while the thread is inside the allocator (see the crate docs, "Re-entrancy").
+/// Null when the system refuses a new chunk.
+pub(crate) fn alloc_one(class: usize) -> *mut u8 {
+    let mut block = [0];
+    if take(class, &mut block) == 1 {
+        block[0] as *mut u8
+    } else {
+        ptr::null_mut()
+    }
+}
+
 /// Gives one block straight back to its class, past the cache: for a block freed while
 /// the thread is inside the allocator (see the crate docs, "Re-entrancy").
 ///

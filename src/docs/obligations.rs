@@ -98,12 +98,15 @@
 //!    a `const`-initialised `Cell<bool>` with no destructor, so it can be read during
 //!    thread exit, after crossbeam-epoch's own thread-local is gone, when destructors of
 //!    other thread-locals still allocate and free.
-//! 2. **While marked, allocate from memory that never calls a cache**: a separate metadata
-//!    arena (an address range of its own, free lists under a small lock), or the system
-//!    directly for large requests. The arena must not allocate either.
-//! 3. **Free by address first.** The epoch frees metadata later, from any thread, with
-//!    the flag set or not: a pointer inside the arena's range goes back to the arena
-//!    whatever the flag says. Only then route by layout (a class, or a mapping).
+//! 2. **While marked, allocate from memory that never calls a cache**: the class's source
+//!    directly, past its cache (what `malloc/` does: metadata blocks are then ordinary
+//!    blocks, and their memory goes back with the source's spans), a separate arena, or
+//!    the system directly for large requests. None of these may allocate either.
+//! 3. **Free metadata where it came from, whoever frees it.** The epoch frees metadata
+//!    later, from any thread, with the flag set or not. Metadata taken from a class's
+//!    source is an ordinary block of the class and may go into its cache when freed from
+//!    outside; a separate arena must recognise its blocks by address, whatever the flag
+//!    says, before routing by layout (a class, or a mapping).
 //! 4. **A cache's block freed while marked goes to its source, not into a cache.** Epoch
 //!    pins inside the cache also run other libraries' deferred frees; those blocks go
 //!    straight back to the source instead of re-entering a cache from inside one.
@@ -111,15 +114,15 @@
 //!    keeps its state in the memory it manages (span descriptors, free blocks) and never
 //!    calls the cache or the allocator with a lock held.
 //!
-//! With these, every chain of calls is at most allocator, cache, arena (or source), no
+//! With these, every chain of calls is at most allocator, cache, source (or arena), no
 //! lock is taken twice by one thread, and nothing waits for a thread that waits for it.
 //! Start no thread from inside the allocator (a periodic trim runs on a thread the
 //! program starts).
 //!
 //! The crate `magazine-malloc` in the repository's `malloc/` directory is the worked
-//! example: a size class per cache, created lazily, with the flag, the routing and the
-//! arena (`malloc/src/heap.rs` has the routing table, `malloc/src/arena.rs` the arena,
-//! `malloc/src/source.rs` a source that never allocates).
+//! example: a size class per cache, created lazily, with the flag and the routing
+//! (`malloc/src/heap.rs` has the routing table) and a source that never allocates and
+//! serves the caches' own allocations past them (`malloc/src/source.rs`).
 //!
 //! # Depot length on 32-bit targets
 //!
