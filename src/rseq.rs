@@ -974,7 +974,9 @@ pub(crate) fn configured_cpus() -> Option<usize> {
     // `getenv`, not `std::env::var`: no `String` and no lock of std's, so a cache can be
     // built inside a global allocator (`docs::obligations`, "Inside a global allocator").
     // SAFETY: a NUL-terminated name; the result is null or a NUL-terminated string that
-    // stays valid while nobody changes the environment, and it is read at once.
+    // stays valid while nobody changes the environment, and it is read at once. A thread
+    // changing it meanwhile breaks `std::env::set_var`'s own safety contract (no other
+    // thread may read the environment then). Nothing here can fail or unwind.
     let value = unsafe { libc::getenv(c"MAGAZINE_CPUS_CONF".as_ptr()) };
     let lowered = (!value.is_null())
         // SAFETY: non-null, NUL-terminated (above).

@@ -177,9 +177,9 @@ impl MagazineMalloc {
     }
 
     /// Trims every class cache: with the working-set rule, what nobody used since the
-    /// previous trim goes back to the spans (idle CPU slots included), down to one full
-    /// magazine per class, and spans whose blocks are all back give their pages to the
-    /// system at once. Call it every [`TRIM_INTERVAL`] or so; after a workload, memory is
+    /// previous trim goes back to the spans (idle CPU slots and every depot magazine
+    /// included), and spans whose blocks are all back give their pages to the system at
+    /// once. Call it every [`TRIM_INTERVAL`] or so; after a workload, memory is
     /// back after two trims an interval apart. [`MallocStats::spans_returned`] counts what
     /// went back.
     pub fn trim(&self) {
