@@ -38,8 +38,8 @@ cargo +nightly miri setup
 seeds=${MIRI_SEEDS:-1}
 export MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-permissive-provenance -Zmiri-ignore-leaks -Zmiri-many-seeds=0..$seeds"
 GROUPS_OF_TESTS=(
-  "--test stress --test reaper --test contract --test regressions"
-  "--lib --test cache --test iova_stress --test unwinding"
+  "--test stress --test reaper --test contract --test regressions --test unwinding"
+  "--lib --test cache --test iova_stress"
 )
 all=()
 for group in "${GROUPS_OF_TESTS[@]}"; do read -ra flags <<<"$group"; all+=("${flags[@]}"); done

@@ -4,17 +4,15 @@
 # that crate then declares `MagazineMalloc` as the `#[global_allocator]` (the doc tests,
 # built by rustdoc, keep the system allocator). The suite's caches, their magazines, depot
 # nodes and epoch records, and the tests' own data all live in MagazineMalloc; thread
-# exits included. Then the stress tests in release, and the allocator's own tests in
-# release (the debug run is in the test command). `stress.rs` checks that its
+# exits included. In release, with the allocator's own tests (one build; the debug runs
+# are in the test command): the stress tests at full speed. `stress.rs` checks that its
 # allocations reach MagazineMalloc's caches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 export CARGO_TARGET_DIR=target/on-malloc
 export RUSTFLAGS="--cfg magazine_test_malloc"
-cargo test -p magazine --lib --tests
-cargo test -p magazine --release --test stress --test iova_stress
-cargo test -p magazine-malloc --release --lib --tests
+cargo test -p magazine -p magazine-malloc --release --lib --tests
 
 # The seeded bugs the allocator's own tests must catch, built in through the same rustc
 # wrapper as the crate's mutants (it adds `--cfg magazine_mutant=...` to `magazine_malloc`).

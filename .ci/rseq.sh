@@ -58,6 +58,8 @@ export CARGO_TARGET_DIR=target/rseq-mutant
 export RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh
 # The test written for a mutant, run alone (the others run the whole binary).
 declare -A ONLY=(
+  [count_before_commit]=hits_are_counted_once
+  [alloc_hits_overflow]=hits_are_counted_once
   [abort_skips_rearm]=abort_path_rearms_the_section
   [activity_ignores_sequence_hits]=idle_reclaim_keeps_a_slot_that_only_sequences_use
 )

@@ -285,8 +285,8 @@ fn run(config: Config, sequences: bool, panic_at: usize) -> usize {
 fn sweep(config: Config, sequences: bool) {
     let points = run(config.clone(), sequences, 0);
     assert!(points > 50, "the script reached only {points} call points");
-    // Under Miri (slow, and it checks each run for undefined behaviour), every 37th point.
-    let stride = if cfg!(miri) { 37 } else { 1 };
+    // Under Miri (slow, and it checks each run for undefined behaviour), every 53rd point.
+    let stride = if cfg!(miri) { 53 } else { 1 };
     for panic_at in (1..=points).step_by(stride) {
         run(config.clone(), sequences, panic_at);
     }
