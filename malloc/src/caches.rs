@@ -3,26 +3,27 @@
 //!
 //! Everything here runs with the thread marked inside the allocator (`lib.rs`, the
 //! re-entrancy rule): what a cache allocates while it runs comes from the class sources,
-//! past the caches. The caches themselves live in the arena.
+//! past the caches. A cache itself lives in a block of the class its size falls in, taken
+//! from that class's source the same way and never given back.
 
 use std::alloc::Layout;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use magazine::{Cache, Config, DepotPolicy, Trim};
 
-use crate::arena;
 use crate::classes::{self, CLASSES};
 use crate::os;
-use crate::source::ClassSource;
+use crate::source::{self, ClassSource};
 
 /// A class's cache.
 pub(crate) type ClassCache = Cache<ClassSource>;
 
 /// Full magazines a class's depot keeps through trims: none. A class that wakes up after a
 /// whole quiet interval takes its source's lock once per magazine; a magazine kept instead
-/// would hold its blocks' spans resident (up to a span per block after a burst: measured
-/// 22 MiB for a map of 10^6 strings dropped and trimmed, with one magazine per class).
+/// would hold its blocks' spans resident, up to a span per block after a burst (with one
+/// kept, the `stringmap` workload of `malloc/bench.sh` ended with 345 spans held after its
+/// trims; `MALLOC_BENCH_STATS=1` prints them).
 const DEPOT_TARGET: usize = 0;
 
 /// The class caches, null until first used. A cache is never freed (nor moved) once
@@ -30,7 +31,11 @@ const DEPOT_TARGET: usize = 0;
 static CACHES: [AtomicPtr<ClassCache>; CLASSES] =
     [const { AtomicPtr::new(ptr::null_mut()) }; CLASSES];
 
-/// The cache of `class`, created at the first call; `None` when the arena cannot hold it.
+/// Bytes of the blocks that hold the published caches (statistics).
+static CACHE_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// The cache of `class`, created at the first call; `None` when the system refuses the
+/// memory for it.
 /// The caller is inside the allocator.
 #[inline]
 pub(crate) fn get(class: usize) -> Option<&'static ClassCache> {
@@ -71,13 +76,15 @@ fn config(class: usize) -> Config {
 #[cold]
 #[inline(never)]
 fn create(class: usize) -> Option<&'static ClassCache> {
-    let layout = Layout::new::<ClassCache>();
-    let fresh = arena::alloc(layout) as *mut ClassCache;
+    // Far below `classes::MAX_SIZE`: always a class.
+    let home = classes::class_of(Layout::new::<ClassCache>())?;
+    let fresh = source::alloc_one(home) as *mut ClassCache;
     if fresh.is_null() {
         return None;
     }
     let cache = Cache::with_config(ClassSource::new(class), config(class));
-    // SAFETY: `fresh` is an arena block for `ClassCache`'s layout, ours alone.
+    // SAFETY: `fresh` is a block of `home`, whose size and alignment hold a `ClassCache`
+    // (`class_of`), ours alone.
     unsafe { fresh.write(cache) };
     match CACHES[class].compare_exchange(
         ptr::null_mut(),
@@ -86,6 +93,7 @@ fn create(class: usize) -> Option<&'static ClassCache> {
         Ordering::Acquire,
     ) {
         Ok(_) => {
+            CACHE_BYTES.fetch_add(classes::class_size(home), Ordering::Relaxed);
             // SAFETY: published, so never freed from now on.
             Some(unsafe { &*fresh })
         }
@@ -94,9 +102,14 @@ fn create(class: usize) -> Option<&'static ClassCache> {
             // give its block back. The winner was published fully built (Acquire).
             unsafe {
                 ptr::drop_in_place(fresh);
-                arena::dealloc(fresh as *mut u8, layout);
+                source::free_one(home, fresh as usize);
                 Some(&*winner)
             }
         }
     }
+}
+
+/// Bytes of the blocks that hold the class caches themselves.
+pub(crate) fn cache_bytes() -> usize {
+    CACHE_BYTES.load(Ordering::Relaxed)
 }

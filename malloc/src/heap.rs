@@ -5,7 +5,6 @@
 //! |---|---|---|
 //! | `alloc`, class-sized | the class's cache | the class's source, past its cache |
 //! | `alloc`, large | its own mapping | its own mapping |
-//! | `dealloc`, pointer in the arena (a class cache itself) | the arena | the arena |
 //! | `dealloc`, class-sized | the class's cache | the class's source, past its cache |
 //! | `dealloc`, large | unmapped | unmapped |
 //!
@@ -24,8 +23,7 @@
 //! metadata block freed from outside goes into its class's cache like any block (it is
 //! one). A class block freed while inside (a depot node retired by a trim, or another
 //! library's garbage collected by an epoch pin in one of our caches) goes straight to its
-//! source instead of re-entering a cache from inside one. Only the class caches
-//! themselves live in the arena (`caches.rs`), recognised by address.
+//! source instead of re-entering a cache from inside one.
 
 use std::alloc::Layout;
 use std::cell::Cell;
@@ -33,7 +31,7 @@ use std::ptr;
 
 use crate::classes::{self, CLASSES};
 use crate::stats::{ClassStats, MallocStats};
-use crate::{arena, caches, large, os, source, span};
+use crate::{caches, large, os, source, span};
 
 thread_local! {
     /// Whether the thread runs inside the allocator (see the module docs).
@@ -98,12 +96,8 @@ pub(crate) fn alloc_zeroed(layout: Layout) -> *mut u8 {
 /// `GlobalAlloc::dealloc`'s contract.
 #[inline]
 pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
-    if arena::contains(ptr) {
-        // SAFETY: an arena block, allocated with `layout` (the caller's contract).
-        return unsafe { arena::dealloc(ptr, layout) };
-    }
     let Some(class) = classes::lookup(layout.size(), layout.align()) else {
-        // SAFETY: not the arena's, large by its layout: one of our mappings.
+        // SAFETY: large by its layout: one of our mappings.
         return unsafe { large::dealloc(ptr, layout) };
     };
     let _inside = match enter() {
@@ -130,20 +124,14 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *
     // SAFETY: `realloc`'s contract: `new_size` is not 0 and, rounded up to the
     // alignment, does not overflow `isize`.
     let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-    if arena::contains(ptr) {
-        if arena::fits(layout, new) {
-            return ptr;
+    let old_class = classes::lookup(layout.size(), layout.align());
+    match (old_class, classes::lookup(new_size, layout.align())) {
+        (Some(from), Some(to)) if from == to => return ptr,
+        (None, None) if layout.align() <= os::page_size() => {
+            // SAFETY: a large block of ours with `layout`, aligned to a page at most.
+            return unsafe { large::realloc(ptr, layout, new_size) };
         }
-    } else {
-        let old_class = classes::lookup(layout.size(), layout.align());
-        match (old_class, classes::lookup(new_size, layout.align())) {
-            (Some(from), Some(to)) if from == to => return ptr,
-            (None, None) if layout.align() <= os::page_size() => {
-                // SAFETY: a large block of ours with `layout`, aligned to a page at most.
-                return unsafe { large::realloc(ptr, layout, new_size) };
-            }
-            _ => {}
-        }
+        _ => {}
     }
     let moved = alloc(new);
     if !moved.is_null() {
@@ -186,7 +174,6 @@ pub(crate) fn stats() -> MallocStats {
         }
     }
     let spans = span::counts();
-    let (metadata_in_use, metadata_committed, metadata_reserved) = arena::counts();
     MallocStats {
         classes: per_class,
         spans_held: spans.held,
@@ -194,8 +181,6 @@ pub(crate) fn stats() -> MallocStats {
         spans_returned: spans.returned,
         chunk_bytes: spans.chunks * span::CHUNK,
         large_bytes: large::mapped(),
-        metadata_in_use,
-        metadata_committed,
-        metadata_reserved,
+        metadata_in_use: caches::cache_bytes(),
     }
 }

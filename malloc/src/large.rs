@@ -23,7 +23,7 @@ pub(crate) fn alloc(layout: Layout) -> *mut u8 {
         return ptr::null_mut();
     };
     let addr = if layout.align() <= os::page_size() {
-        os::map(len, libc::PROT_READ | libc::PROT_WRITE)
+        os::map(len)
     } else {
         os::map_aligned(len, layout.align())
     };

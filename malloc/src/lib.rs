@@ -63,9 +63,9 @@
 //! class's source, past the cache (a central free list under a lock held for the call
 //! only, which never calls a cache). Metadata blocks are ordinary blocks of their class,
 //! so memory the caches used for magazines goes back to the system with its spans once
-//! trims free those magazines. The sources never allocate; the class caches themselves
-//! live in a small arena (a reserved address range, recognised by address). The rule in
-//! full, as an
+//! trims free those magazines. The sources never allocate; a class cache itself lives in
+//! a class block taken from a source the same way, for the life of the process. The rule
+//! in full, as an
 //! obligation of any allocator built on the cache:
 //! [`magazine::docs::obligations`](magazine::docs::obligations#inside-a-global-allocator).
 //!
@@ -79,11 +79,11 @@
 //! **Memory cost.** Per CPU and class used: at most two magazines of blocks in the CPU's
 //! slot, 2 x [`classes::magazine_size`] x size (1 KiB for the 8 B class, about 32 KiB
 //! from 256 B to 4 KiB, 256 KiB for the 32 KiB class; about 4 MiB if one CPU used every
-//! class). As metadata, a class costs about 2 KiB (its cache, in the arena) plus, per CPU,
-//! its slot, shelf and two magazines' arrays: 0.5 KiB for the classes above 4 KiB
-//! (magazines of 4), up to 1.5 KiB (magazines of 64), in class blocks. After trims, a
-//! class's depot keeps no full magazine. A cached block also costs 8 bytes of metadata (its address in a
-//! magazine), which for the smallest classes is the block's own size, until trimmed.
+//! class). As metadata, in class blocks: a class's cache itself
+//! ([`MallocStats::metadata_in_use`] counts those) and, per CPU, its slot, shelf and two
+//! magazines' arrays of `magazine_size` addresses each. After trims, a class's depot
+//! keeps no full magazine. A cached block also costs 8 bytes of metadata (its address in
+//! a magazine), which for the smallest classes is the block's own size, until trimmed.
 //!
 //! # Limits
 //!
@@ -121,7 +121,6 @@ pub mod classes;
 mod stats;
 
 #[cfg(target_os = "linux")]
-mod arena;
 #[cfg(target_os = "linux")]
 mod caches;
 #[cfg(not(target_os = "linux"))]
@@ -211,7 +210,7 @@ impl MagazineMalloc {
 
 // SAFETY: blocks are never handed out twice while live: class blocks are handed out by
 // their source once until they come back (the cache keeps each in exactly one place),
-// arena blocks and mappings likewise. Each block is at least `layout.size()` bytes and
+// mappings likewise. Each block is at least `layout.size()` bytes and
 // aligned to `layout.align()` (see `classes`). Nothing unwinds: every path returns null on
 // failure, and the locks inside never poison.
 unsafe impl GlobalAlloc for MagazineMalloc {

@@ -40,16 +40,16 @@ pub(crate) fn configured_cpus() -> usize {
     }
 }
 
-/// `len` bytes of fresh private anonymous memory (zeroed, never touched, so not resident)
-/// with protection `prot`, at an address the kernel picks; `None` when it refuses.
-pub(crate) fn map(len: usize, prot: libc::c_int) -> Option<usize> {
+/// `len` bytes of fresh private anonymous read-write memory (zeroed, never touched, so not
+/// resident), at an address the kernel picks; `None` when it refuses.
+pub(crate) fn map(len: usize) -> Option<usize> {
     // SAFETY: an anonymous private mapping at an address the kernel chooses overlaps
     // nothing of ours; MAP_FAILED (not null) is the failure value, turned into `None`.
     let addr = unsafe {
         libc::mmap(
             core::ptr::null_mut(),
             len,
-            prot,
+            libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
             0,
@@ -63,7 +63,7 @@ pub(crate) fn map(len: usize, prot: libc::c_int) -> Option<usize> {
 /// must be a multiple of the page size.
 pub(crate) fn map_aligned(len: usize, align: usize) -> Option<usize> {
     let over = len.checked_add(align.saturating_sub(page_size()))?;
-    let raw = map(over, libc::PROT_READ | libc::PROT_WRITE)?;
+    let raw = map(over)?;
     let start = (raw + align - 1) & !(align - 1);
     // SAFETY: both ranges are parts of the mapping just made, outside `[start, start +
     // len)`, and nobody knows of them yet. A failure leaves them mapped: wasted address
@@ -97,24 +97,6 @@ pub(crate) unsafe fn unmap(addr: usize, len: usize) {
 pub(crate) unsafe fn discard(addr: usize, len: usize) -> bool {
     // SAFETY: the caller's contract. On failure the pages just stay resident.
     unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) == 0 }
-}
-
-/// Makes `[addr, addr + len)` of a `PROT_NONE` reservation readable and writable.
-/// Returns whether it did.
-///
-/// # Safety
-///
-/// The range must be part of a reservation of the allocator's.
-pub(crate) unsafe fn commit(addr: usize, len: usize) -> bool {
-    // SAFETY: the caller's contract; the range holds nothing yet. On failure it stays
-    // inaccessible and the caller hands out nothing from it.
-    unsafe {
-        libc::mprotect(
-            addr as *mut libc::c_void,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-        ) == 0
-    }
 }
 
 /// Resizes the mapping `[addr, addr + old)` to `new` bytes, moving it if need be;

@@ -111,12 +111,9 @@ impl Source for ClassSource {
 /// made while the thread is inside the allocator (see the crate docs, "Re-entrancy").
 /// Null when the system refuses a new chunk.
 pub(crate) fn alloc_one(class: usize) -> *mut u8 {
-    let mut block = [0];
-    if take(class, &mut block) == 1 {
-        block[0] as *mut u8
-    } else {
-        ptr::null_mut()
-    }
+    ClassSource::new(class)
+        .alloc()
+        .map_or(ptr::null_mut(), |block| block as *mut u8)
 }
 
 /// Gives one block straight back to its class, past the cache: for a block freed while
@@ -128,6 +125,11 @@ pub(crate) fn alloc_one(class: usize) -> *mut u8 {
 pub(crate) unsafe fn free_one(class: usize, block: usize) {
     // SAFETY: the caller's contract.
     unsafe { give(class, &[block]) }
+}
+
+/// The span kind (`span`) of `class`'s spans.
+fn span_kind(class: usize) -> usize {
+    (classes::span_shift(class) - span::MIN_SPAN_SHIFT) as usize
 }
 
 fn lock(class: usize) -> MutexGuard<'static, Spans> {
@@ -143,7 +145,7 @@ fn lock(class: usize) -> MutexGuard<'static, Spans> {
 /// refuses a new chunk).
 fn take(class: usize, blocks: &mut [usize]) -> usize {
     let size = classes::class_size(class);
-    let kind = (classes::span_shift(class) - span::MIN_SPAN_SHIFT) as usize;
+    let kind = span_kind(class);
     let mut spans = lock(class);
     let mut n = 0;
     while n < blocks.len() {
@@ -240,7 +242,7 @@ unsafe fn give(class: usize, blocks: &[usize]) {
     }
     let central = &CENTRAL[class];
     central.out.fetch_sub(blocks.len(), Ordering::Relaxed);
-    let kind = (classes::span_shift(class) - span::MIN_SPAN_SHIFT) as usize;
+    let kind = span_kind(class);
     while let Some(span) = NonNull::new(empty) {
         // SAFETY: the span left our list above; nobody else refers to it.
         empty = unsafe { span.as_ref().next };

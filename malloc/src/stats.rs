@@ -1,4 +1,4 @@
-//! Statistics: what the class caches served, what the spans and the arena hold, and the
+//! Statistics: what the class caches served, what the spans hold, and the
 //! process's resident set.
 
 use std::fmt;
@@ -24,20 +24,16 @@ pub struct MallocStats {
     pub chunk_bytes: usize,
     /// Bytes mapped for large allocations now (each unmapped when freed).
     pub large_bytes: usize,
-    /// Bytes of the metadata arena in blocks handed out now (magazines, depot nodes,
-    /// crossbeam-epoch's records, the caches themselves).
+    /// Bytes of the class blocks that hold the class caches themselves (their
+    /// magazines, depot nodes and epoch records are ordinary class blocks, counted with
+    /// the spans).
     pub metadata_in_use: usize,
-    /// Bytes of the metadata arena made accessible so far (it never shrinks).
-    pub metadata_committed: usize,
-    /// Bytes of address space reserved for the metadata arena.
-    pub metadata_reserved: usize,
 }
 
 impl MallocStats {
-    /// Bytes mapped readable and writable: chunks, large allocations, and the arena's
-    /// accessible part.
+    /// Bytes mapped readable and writable: chunks and large allocations.
     pub fn bytes_mapped(&self) -> usize {
-        self.chunk_bytes + self.large_bytes + self.metadata_committed
+        self.chunk_bytes + self.large_bytes
     }
 
     /// The sum of every class's cache counters that a program watches: (allocation hits,
@@ -83,7 +79,7 @@ impl fmt::Display for MallocStats {
             f,
             "{} classes: {allocs} alloc hits, {frees} free hits, {calls} source calls, \
              {trimmed} magazines trimmed; spans {} held {} free {} returned; mapped {} KiB \
-             (chunks {} KiB, large {} KiB, metadata {} KiB of which {} KiB in use)",
+             (chunks {} KiB, large {} KiB; the caches themselves {} KiB)",
             self.classes.len(),
             self.spans_held,
             self.spans_free,
@@ -91,7 +87,6 @@ impl fmt::Display for MallocStats {
             self.bytes_mapped() >> 10,
             self.chunk_bytes >> 10,
             self.large_bytes >> 10,
-            self.metadata_committed >> 10,
             self.metadata_in_use >> 10,
         )?;
         for class in &self.classes {

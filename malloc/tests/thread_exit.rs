@@ -110,6 +110,6 @@ fn short_lived_threads_allocate_free_elsewhere_and_exit() {
     assert!(stats.totals().0 > 0, "served by MagazineMalloc: {stats}");
     assert!(
         stats.metadata_in_use > 0,
-        "the class caches themselves are in the arena"
+        "the class caches themselves are counted"
     );
 }
