@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs criterion benches several times and prints the medians of the runs with their
-# spread (benches/rounds.py). Run on a quiet machine: nothing else running.
+# spread (benches/rounds.py). Run on a quiet machine: nothing else running; each round waits for the load average to fall below 0.3 (benches/quiet.sh).
 #
 #   bash benches/rounds.sh [rounds] [bench...]     (default: 3 rounds of
 #                                                  fast_path handoff depot io_loop iova policies
@@ -22,8 +22,10 @@ benches=("$@")
 args=()
 for bench in "${benches[@]}"; do args+=(--bench "$bench"); done
 cargo bench --no-run "${args[@]}" >/dev/null 2>&1
+source benches/quiet.sh
 dirs=()
 for i in $(seq 1 "$rounds"); do
+  wait_for_quiet
   dir=target/bench-round-$i
   rm -rf "$dir"
   mkdir -p "$dir"

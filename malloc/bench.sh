@@ -2,7 +2,7 @@
 # Compares MagazineMalloc with mimalloc, jemalloc and glibc's malloc on the workloads of
 # malloc/benches/compare/workloads.rs (ports of mimalloc-bench's patterns plus a
 # string-keyed map), then prints one markdown table per workload
-# (malloc/benches/compare/summarize.py). Run on a quiet machine: nothing else running.
+# (malloc/benches/compare/summarize.py). Run on a quiet machine: nothing else running; each round waits for the load average to fall below 0.3 (benches/quiet.sh).
 #
 #   bash malloc/bench.sh [rounds] [workload...]   (default: 3 rounds of xmalloc larson
 #                                                 cache-thrash cache-scratch mstress pair64
@@ -68,8 +68,10 @@ for a in "${allocators[@]}"; do
   [ -n "${binary[$a]:-}" ] || { echo "no binary for $a" >&2; exit 1; }
 done
 
+source benches/quiet.sh
 failed=0
 for round in $(seq 1 "$rounds"); do
+  wait_for_quiet
   echo "::: round $round ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))"
   n=${#allocators[@]}
   for w in "${workloads[@]}"; do
