@@ -2,11 +2,13 @@
 //! of an allocation is in [`exhaustion`]; returning items to the source, in [`release`].
 
 use alloc::boxed::Box;
+use alloc::collections::TryReserveError;
 use core::fmt;
 
 use crossbeam_utils::CachePadded;
 
 use crate::depot::Depot;
+use crate::depot::Overflow;
 use crate::policy::{Config, Options};
 use crate::slot::{Slot, SlotGuard, Taken};
 use crate::source::Source;
@@ -206,6 +208,56 @@ impl<S: Source> Cache<S> {
     /// assert_eq!(cache.alloc_on(0), Some(id), "alloc and free used slot 0");
     /// ```
     pub fn with_options(source: S, config: Config, options: Options) -> Self {
+        // As `Vec`: a size beyond `isize::MAX` panics, a refusal of the memory aborts.
+        assert!(
+            core::alloc::Layout::array::<S::Item>(config.magazine_size).is_ok(),
+            "capacity overflow"
+        );
+        let refused = slots_layout::<S::Item>(&config);
+        Self::try_with_options(source, config, options)
+            .unwrap_or_else(|_| alloc::alloc::handle_alloc_error(refused))
+    }
+
+    /// [`with_config`](Self::with_config) for callers that must not abort: the error when
+    /// the allocator refuses the memory for the slots, their magazines or the depot's
+    /// shelves (all allocated here; what was allocated is freed again).
+    ///
+    /// # Panics
+    ///
+    /// If `config.magazine_size` or `config.cpus` is 0.
+    ///
+    /// ```
+    /// use magazine::{Cache, Config};
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::try_with_config(Ids(Default::default()), Config::default())?;
+    /// assert!(cache.alloc().is_some());
+    /// // Magazines of 2^60 items: the allocator refuses them, and nothing aborts.
+    /// let huge = Config { magazine_size: 1 << 60, cpus: 1, ..Config::default() };
+    /// assert!(Cache::try_with_config(Ids(Default::default()), huge).is_err());
+    /// # Ok::<(), std::collections::TryReserveError>(())
+    /// ```
+    pub fn try_with_config(source: S, config: Config) -> Result<Self, TryReserveError> {
+        Self::try_with_options(source, config, Options::default())
+    }
+
+    /// [`with_options`](Self::with_options) for callers that must not abort: see
+    /// [`try_with_config`](Self::try_with_config).
+    ///
+    /// # Panics
+    ///
+    /// If `config.magazine_size` or `config.cpus` is 0.
+    pub fn try_with_options(
+        source: S,
+        config: Config,
+        options: Options,
+    ) -> Result<Self, TryReserveError> {
         assert!(
             config.magazine_size > 0,
             "Config::magazine_size must be at least 1"
@@ -218,17 +270,16 @@ impl<S: Source> Cache<S> {
         let sequences_on = options.restartable_sequences
             && options.current_cpu.is_none()
             && sequences_available(config.cpus);
-        let slots: Box<[CachePadded<Slot<S::Item>>]> = (0..config.cpus)
-            .map(|cpu| {
+        let slots: Box<[CachePadded<Slot<S::Item>>]> =
+            crate::fallible::boxed_slice(config.cpus, |cpu| {
                 let fenced = match cfg!(magazine_mutant = "gap_slots_unfenced") {
                     // MUTANT: slots at and above the configured CPU count are not fenced,
                     // while the sequences run on every slot.
                     true => (sequences_on && cpu < configured_cpus_for_mutant()).then_some(cpu),
                     false => sequences_on.then_some(cpu),
                 };
-                CachePadded::new(Slot::new(config.magazine_size, fenced))
-            })
-            .collect();
+                Slot::try_new(config.magazine_size, fenced).map(CachePadded::new)
+            })?;
         #[cfg(all(magazine_rseq, not(miri)))]
         let sequences = if sequences_on {
             crate::rseq::Layout::new(
@@ -241,9 +292,10 @@ impl<S: Source> Cache<S> {
         } else {
             None
         };
-        Self {
+        let depot = Depot::try_new(&config, &options)?;
+        Ok(Self {
             slots,
-            depot: Depot::new(&config, &options),
+            depot,
             config,
             options,
             source,
@@ -252,7 +304,7 @@ impl<S: Source> Cache<S> {
             flushing: AtomicBool::new(false),
             #[cfg(all(magazine_rseq, not(miri)))]
             sequences,
-        }
+        })
     }
 
     /// Whether `alloc` and `free` run as restartable sequences on the current CPU's
@@ -714,11 +766,7 @@ impl<S: Source> Cache<S> {
             #[cfg(all(magazine_rseq, not(miri)))]
             Taken::Previous(mut claim) => {
                 let previous = claim.previous();
-                [
-                    None,
-                    (!previous.is_empty())
-                        .then(|| core::mem::replace(previous, near.empty_magazine())),
-                ]
+                [None, crate::pair::replace_if_holding(previous, &near)]
             }
         };
         self.release_each(magazines);
@@ -1082,9 +1130,9 @@ impl<S: Source> Cache<S> {
         let near = self.depot.near(self.slot_index(counters));
         match slot.with(|magazines| magazines.spill(item, &near)) {
             Ok(()) => counters.depot_pushes.add(1),
-            Err(refused) => {
+            Err(overflow) => {
                 drop(slot);
-                self.release_to_source(refused);
+                self.release_overflow(overflow);
             }
         }
     }
@@ -1093,9 +1141,14 @@ impl<S: Source> Cache<S> {
     /// preempted while holding one): the item goes into a partly filled depot magazine.
     #[cold]
     fn free_busy(&self, item: S::Item) {
-        self.counters.depot_pushes.add(1);
-        if let Err(refused) = self.depot.free_loose(item) {
-            self.release_to_source(refused);
+        match self.depot.free_loose(item) {
+            Ok(()) => self.counters.depot_pushes.add(1),
+            Err(overflow) => {
+                if let Overflow::Magazine(_) = overflow {
+                    self.counters.depot_pushes.add(1); // taken back out of the depot
+                }
+                self.release_overflow(overflow);
+            }
         }
     }
 
@@ -1156,6 +1209,12 @@ impl<S: Source> Cache<S> {
         self.counters.depot_pushes.add(reclaimed);
         reclaimed
     }
+}
+
+/// What `with_options` reports to `handle_alloc_error` when the memory for a cache is
+/// refused: one magazine's storage (the slots hold `2 * cpus` of them).
+fn slots_layout<T>(config: &Config) -> core::alloc::Layout {
+    core::alloc::Layout::array::<T>(config.magazine_size).unwrap_or(core::alloc::Layout::new::<T>())
 }
 
 /// Whether a cache of `slots` slots can run restartable sequences here (see

@@ -70,14 +70,19 @@ pub(crate) struct Depot<T> {
 }
 
 impl<T> Depot<T> {
-    pub(crate) fn new(config: &Config, options: &Options) -> Self {
-        Self {
+    /// A depot for `config`; the error when the allocator refuses the memory for its
+    /// shelves.
+    pub(crate) fn try_new(
+        config: &Config,
+        options: &Options,
+    ) -> Result<Self, alloc::collections::TryReserveError> {
+        Ok(Self {
             full: CachePadded::new(Stack::new()),
             partial: CachePadded::new(Stack::new()),
             empty: CachePadded::new(Stack::new()),
-            shelves: (0..config.shelf_count(options))
-                .map(|_| CachePadded::new(Shelf::new()))
-                .collect(),
+            shelves: crate::fallible::boxed_slice(config.shelf_count(options), |_| {
+                Ok(CachePadded::new(Shelf::new()))
+            })?,
             policy: config.depot,
             magazine_size: config.magazine_size,
             max_empty: config.empty_cap(options),
@@ -85,7 +90,7 @@ impl<T> Depot<T> {
             partial_items: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             trimming: AtomicBool::new(false),
-        }
+        })
     }
 
     /// The depot as seen from `cpu` (a slot index or a CPU id): its shelf first.
@@ -192,10 +197,11 @@ impl<T> Depot<T> {
         self.empty.pop()
     }
 
-    /// An empty magazine: a recycled one, else a new one.
-    pub(crate) fn empty_magazine(&self) -> Magazine<T> {
+    /// An empty magazine: a recycled one, else a new one; `None` when the allocator
+    /// refuses the memory for one.
+    pub(crate) fn empty_magazine(&self) -> Option<Magazine<T>> {
         self.pop_empty()
-            .unwrap_or_else(|| Magazine::new(self.magazine_size))
+            .or_else(|| Magazine::try_new(self.magazine_size).ok())
     }
 
     /// Keeps an empty magazine for reuse, or frees it when the empty stack is at its cap.
@@ -222,12 +228,15 @@ impl<T> Depot<T> {
 
     /// Stores `item` for a thread that found every CPU slot busy: in a partly filled
     /// magazine (or an empty one) taken from the depot for the moment, which then goes
-    /// back. Hands back a magazine that a `Fixed` depot refused (full, holding `item`).
-    pub(crate) fn free_loose(&self, item: T) -> Result<(), Magazine<T>> {
-        let mut magazine = self.pop_partial().unwrap_or_else(|| self.empty_magazine());
+    /// back. Hands back a magazine that a `Fixed` depot refused (full, holding `item`), or
+    /// `item` itself when there was no magazine to put it in (the allocator refused one).
+    pub(crate) fn free_loose(&self, item: T) -> Result<(), Overflow<T>> {
+        let Some(mut magazine) = self.pop_partial().or_else(|| self.empty_magazine()) else {
+            return Err(Overflow::Item(item));
+        };
         let stored = magazine.push(item);
         debug_assert!(stored.is_ok(), "a partial or empty magazine has room");
-        self.push_any(magazine)
+        self.push_any(magazine).map_err(Overflow::Magazine)
     }
 
     /// Takes one item for a thread that found every CPU slot busy, from a partly filled
@@ -242,7 +251,9 @@ impl<T> Depot<T> {
         let item = magazine.pop().expect("depot magazines are not empty");
         if cfg!(magazine_mutant = "alloc_loose_forgets_rest") {
             // MUTANT: the rest of the magazine is freed with it instead of going back.
-            magazine = self.empty_magazine();
+            if let Some(empty) = self.empty_magazine() {
+                magazine = empty;
+            }
         }
         Some((item, self.push_any(magazine).err()))
     }
@@ -496,13 +507,14 @@ impl<T> Near<'_, T> {
         self.depot.push_full(magazine)
     }
 
-    /// An empty magazine: the shelf's, else [`Depot::empty_magazine`].
+    /// An empty magazine: the shelf's, else [`Depot::empty_magazine`] (`None` when the
+    /// allocator refuses the memory for one).
     #[inline]
-    pub(crate) fn empty_magazine(&self) -> Magazine<T> {
+    pub(crate) fn empty_magazine(&self) -> Option<Magazine<T>> {
         if let Some(shelf) = self.shelf {
             if let Some(magazine) = shelf.empty.take() {
                 shelf.mark_used();
-                return magazine;
+                return Some(magazine);
             }
         }
         self.depot.empty_magazine()
@@ -533,4 +545,11 @@ impl Drop for TrimRunning<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);
     }
+}
+
+/// What a free could not cache, for the source: a whole magazine a `Fixed` depot refused,
+/// or the item itself when no empty magazine could be had.
+pub(crate) enum Overflow<T> {
+    Magazine(Magazine<T>),
+    Item(T),
 }

@@ -162,6 +162,7 @@ mod cache;
 pub mod cpu;
 mod depot;
 pub mod docs;
+mod fallible;
 #[cfg(feature = "iova")]
 pub mod iova;
 mod level;
@@ -190,3 +191,26 @@ pub use policy::{Config, DepotPolicy, Options, Trim};
 pub use reaper::Reaper;
 pub use source::Source;
 pub use stats::Stats;
+
+/// Registers the calling thread with the crate's epoch collector now, rather than at its
+/// first depot exchange.
+///
+/// Every cache pins a collector of the crate's own (crossbeam-epoch's, separate from its
+/// default one, so that a cache call runs no other library's deferred functions). A
+/// thread's participant is registered at its first pin and released by a thread-local
+/// destructor at thread exit, which allocates (crossbeam-epoch moves the thread's garbage
+/// to a global queue node). An allocator built on the cache that serves those
+/// allocations from reserved memory calls this at a thread's first allocation, then
+/// registers a thread-local destructor of its own: destructors run in the reverse order
+/// of their registration, so its own runs first and can mark the thread's remaining
+/// allocations as the crate's (`magazine-malloc` does; see
+/// [`docs::obligations`](crate::docs::obligations#inside-a-global-allocator)). Calling
+/// it again, or during thread exit, does nothing.
+///
+/// ```
+/// magazine::register_thread();
+/// ```
+#[cfg(all(feature = "std", not(magazine_model)))]
+pub fn register_thread() {
+    sync::register_thread();
+}

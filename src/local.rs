@@ -1,5 +1,6 @@
 //! A per-thread handle: its own loaded and previous magazines, no atomics on a hit.
 
+use alloc::collections::TryReserveError;
 use core::fmt;
 use core::mem::ManuallyDrop;
 
@@ -140,23 +141,49 @@ impl<S: Source> Cache<S> {
     /// assert_eq!(local.alloc(), Some(id), "a hit: no atomic instruction");
     /// drop(local); // its magazines go to the depot, nothing is lost
     /// ```
+    ///
+    /// The handle's two magazines are allocated here; if the allocator refuses them the
+    /// process aborts, as for any `Vec` ([`try_local`](Self::try_local) returns the error).
     pub fn local(&self) -> LocalCache<'_, S> {
-        LocalCache::new(self)
+        self.try_local().unwrap_or_else(|_| {
+            let magazine = core::alloc::Layout::array::<S::Item>(self.config().magazine_size);
+            alloc::alloc::handle_alloc_error(
+                magazine.unwrap_or(core::alloc::Layout::new::<S::Item>()),
+            )
+        })
     }
-}
 
-impl<'a, S: Source> LocalCache<'a, S> {
-    fn new(cache: &'a Cache<S>) -> Self {
-        Self {
-            cache,
-            magazines: ManuallyDrop::new(MagazinePair::new(cache.config().magazine_size)),
+    /// [`local`](Self::local) for callers that must not abort: the error when the
+    /// allocator refuses the memory for the handle's two magazines.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let mut local = cache.try_local()?;
+    /// assert!(local.alloc().is_some());
+    /// # Ok::<(), std::collections::TryReserveError>(())
+    /// ```
+    pub fn try_local(&self) -> Result<LocalCache<'_, S>, TryReserveError> {
+        Ok(LocalCache {
+            cache: self,
+            magazines: ManuallyDrop::new(MagazinePair::try_new(self.config().magazine_size)?),
             alloc_hits: 0,
             free_hits: 0,
             depot_pops: 0,
             depot_pushes: 0,
-        }
+        })
     }
+}
 
+impl<'a, S: Source> LocalCache<'a, S> {
     /// Allocates an item: from this handle's magazines, else a full magazine from the
     /// depot, else the source. When the source is exhausted, the cache's exhaustion path
     /// runs: a depot magazine, else a flush that keeps the first magazine with items it
@@ -262,7 +289,7 @@ impl<'a, S: Source> LocalCache<'a, S> {
         let near = self.near();
         match self.magazines.spill(item, &near) {
             Ok(()) => self.depot_pushes += 1,
-            Err(refused) => self.cache.release_to_source(refused),
+            Err(overflow) => self.cache.release_overflow(overflow),
         }
     }
 
@@ -297,7 +324,10 @@ impl<S: Source> Drop for LocalCache<'_, S> {
         let previous = if cfg!(magazine_mutant = "local_drop_forgets_previous") {
             // MUTANT: the previous magazine is dropped with its items instead of placed.
             drop(previous);
-            crate::magazine::Magazine::new(self.cache.config().magazine_size)
+            match crate::magazine::Magazine::try_new(self.cache.config().magazine_size) {
+                Ok(empty) => empty,
+                Err(_) => return,
+            }
         } else {
             previous
         };

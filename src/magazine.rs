@@ -2,6 +2,7 @@
 //! and the depot stack node it carries from push to push (the stack itself is `stack.rs`).
 
 use alloc::boxed::Box;
+use alloc::collections::TryReserveError;
 use core::fmt;
 use core::mem::MaybeUninit;
 use core::ptr::{self, NonNull};
@@ -38,12 +39,37 @@ pub(crate) struct Magazine<T> {
 unsafe impl<T: Send> Send for Magazine<T> {}
 
 impl<T> Magazine<T> {
-    /// An empty magazine that holds up to `capacity` items.
-    pub(crate) fn new(capacity: usize) -> Self {
+    /// An empty magazine that holds up to `capacity` items; the error when the allocator
+    /// refuses the memory (never a panic or an abort: the caller degrades, see
+    /// [`docs::failures`](crate::docs::failures)).
+    pub(crate) fn try_new(capacity: usize) -> Result<Self, TryReserveError> {
         debug_assert!(capacity > 0, "a magazine holds at least one item");
-        let items: Box<[Cell<T>]> = (0..capacity)
-            .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-            .collect();
+        if cfg!(magazine_mutant = "infallible_magazine") {
+            // MUTANT: the storage comes from an infallible allocation, which aborts the
+            // process when the allocator refuses it.
+            let items: Box<[Cell<T>]> = (0..capacity)
+                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                .collect();
+            return Ok(Self::from_storage(items));
+        }
+        let items =
+            crate::fallible::boxed_slice(capacity, |_| Ok(UnsafeCell::new(MaybeUninit::uninit())))?;
+        Ok(Self::from_storage(items))
+    }
+
+    /// An empty magazine that holds up to `capacity` items; aborts as `Vec` does when
+    /// the allocator refuses the memory. For tests and the model-checked scenarios.
+    #[cfg(any(test, magazine_model))]
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self::try_new(capacity).unwrap_or_else(|_| {
+            alloc::alloc::handle_alloc_error(
+                core::alloc::Layout::array::<Cell<T>>(capacity).expect("a magazine's layout"),
+            )
+        })
+    }
+
+    fn from_storage(items: Box<[Cell<T>]>) -> Self {
+        let capacity = items.len();
         Self {
             // SAFETY: `Box::into_raw` never returns null.
             items: unsafe { NonNull::new_unchecked(Box::into_raw(items).cast()) },
@@ -262,6 +288,28 @@ pub(crate) struct Node<T> {
     pub(crate) magazine: UnsafeCell<MaybeUninit<Magazine<T>>>,
 }
 
+impl<T> Node<T> {
+    /// A fresh, unlinked node; `None` when the allocator refuses the memory. Freed with
+    /// `Box::from_raw` (the same layout a `Box<Node<T>>` has).
+    fn allocate() -> Option<*mut Self> {
+        let layout = core::alloc::Layout::new::<Self>();
+        // SAFETY: `Node` is not zero-sized (it holds a pointer). A null result is the
+        // allocator's refusal, returned as `None`; nothing here can panic.
+        let node = unsafe { alloc::alloc::alloc(layout) }.cast::<Self>();
+        if node.is_null() {
+            return None;
+        }
+        // SAFETY: fresh memory of `Node`'s layout, ours alone.
+        unsafe {
+            node.write(Node {
+                next: AtomicPtr::new(ptr::null_mut()),
+                magazine: UnsafeCell::new(MaybeUninit::uninit()),
+            })
+        };
+        Some(node)
+    }
+}
+
 /// A magazine's stack node, owned by the magazine: null until its first push, then kept
 /// from push to push (where the stack recycles nodes; otherwise a pop frees it and the
 /// next push allocates another). Dropping the link frees the node through the epoch, because a stale
@@ -284,19 +332,16 @@ impl<T> Link<T> {
         }
     }
 
-    /// The node, allocated at the first call; `None` (keeping no node) if its address does
-    /// not fit in `address_bits` bits, what the stack's head word stores (see "Platforms"
-    /// in the `stack` module docs). Not a panic: a push that cannot link the magazine
+    /// The node, allocated at the first call; `None` (keeping no node) when the allocator
+    /// refuses the memory, or if its address does not fit in `address_bits` bits, what the
+    /// stack's head word stores (see "Platforms" in the `stack` module docs). Not a panic: a push that cannot link the magazine
     /// hands it back, and its caller returns the items to the source, or, while unwinding
     /// from a panicking source, keeps them ([`Depot::push_full_unbounded`]).
     ///
     /// [`Depot::push_full_unbounded`]: crate::depot::Depot::push_full_unbounded
     pub(crate) fn node(&mut self, address_bits: u32) -> Option<*mut Node<T>> {
         if self.node.is_null() {
-            let node = Box::into_raw(Box::new(Node {
-                next: AtomicPtr::new(ptr::null_mut()),
-                magazine: UnsafeCell::new(MaybeUninit::uninit()),
-            }));
+            let node = Node::allocate()?;
             if (node as usize).checked_shr(address_bits).unwrap_or(0) != 0 {
                 // SAFETY: just allocated, never shared.
                 drop(unsafe { Box::from_raw(node) });

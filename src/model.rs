@@ -16,7 +16,7 @@ pub struct Depot<T>(crate::depot::Depot<T>);
 impl<T> Depot<T> {
     /// A depot with `config`'s policy and `options`' empty cap.
     pub fn new(config: &Config, options: &Options) -> Self {
-        Self(crate::depot::Depot::new(config, options))
+        Self(crate::depot::Depot::try_new(config, options).expect("memory for the shelves"))
     }
 
     /// Pushes a full magazine holding `items`; hands them back when a `Fixed` cap refuses.

@@ -1,9 +1,10 @@
 //! The loaded and previous magazines of a CPU slot or a thread handle, and Bonwick's rules
 //! for moving between them and the depot.
 
+use alloc::collections::TryReserveError;
 use core::mem;
 
-use crate::depot::Near;
+use crate::depot::{Near, Overflow};
 use crate::magazine::Magazine;
 
 /// A loaded and a previous magazine.
@@ -24,11 +25,12 @@ pub(crate) struct MagazinePair<T> {
 }
 
 impl<T> MagazinePair<T> {
-    pub(crate) fn new(magazine_size: usize) -> Self {
-        Self {
-            loaded: Magazine::new(magazine_size),
-            previous: Magazine::new(magazine_size),
-        }
+    /// Two empty magazines; the error when the allocator refuses the memory.
+    pub(crate) fn try_new(magazine_size: usize) -> Result<Self, TryReserveError> {
+        Ok(Self {
+            loaded: Magazine::try_new(magazine_size)?,
+            previous: Magazine::try_new(magazine_size)?,
+        })
     }
 
     /// Allocation served by the two magazines alone.
@@ -124,26 +126,41 @@ impl<T> MagazinePair<T> {
     /// a `Fixed` depot refuses it; the caller must return its items to the source. `item`
     /// is stored before the depot is asked, so no item is ever in flight while the source
     /// runs.
-    pub(crate) fn spill(&mut self, item: T, depot: &Near<'_, T>) -> Result<(), Magazine<T>> {
-        let empty = depot.empty_magazine();
+    /// Without an empty magazine (the allocator refused one) the pair is left as it was
+    /// and the item comes back in [`Overflow::Item`], for the source.
+    pub(crate) fn spill(&mut self, item: T, depot: &Near<'_, T>) -> Result<(), Overflow<T>> {
+        let Some(empty) = depot.empty_magazine() else {
+            return Err(Overflow::Item(item));
+        };
         empty.prefetch(true);
         let full = mem::replace(&mut self.previous, mem::replace(&mut self.loaded, empty));
         let stored = self.loaded.push(item);
         debug_assert!(stored.is_ok(), "a fresh magazine has room");
-        depot.push_full(full)
+        depot.push_full(full).map_err(Overflow::Magazine)
     }
 
     /// Moves both magazines out, leaving empty ones (recycled from the depot, else new)
     /// in their place; returns the ones that held items. This is how a flush or a trim
-    /// takes a slot's items without running the source while it holds the slot.
+    /// takes a slot's items without running the source while it holds the slot. A
+    /// magazine for which no empty one can be had (the allocator refused it) stays.
     pub(crate) fn take_items(&mut self, depot: &Near<'_, T>) -> [Option<Magazine<T>>; 2] {
-        [&mut self.loaded, &mut self.previous].map(|magazine| {
-            (!magazine.is_empty()).then(|| mem::replace(magazine, depot.empty_magazine()))
-        })
+        [&mut self.loaded, &mut self.previous].map(|magazine| replace_if_holding(magazine, depot))
     }
 
     /// Items held by both magazines.
     pub(crate) fn len(&self) -> usize {
         self.loaded.len() + self.previous.len()
     }
+}
+
+/// Takes `magazine` out if it holds items, leaving an empty one (recycled from the depot,
+/// else new) in its place; `None` when it is empty or no empty one can be had.
+pub(crate) fn replace_if_holding<T>(
+    magazine: &mut Magazine<T>,
+    depot: &Near<'_, T>,
+) -> Option<Magazine<T>> {
+    if magazine.is_empty() {
+        return None;
+    }
+    Some(mem::replace(magazine, depot.empty_magazine()?))
 }

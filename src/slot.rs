@@ -89,8 +89,11 @@ unsafe impl<T: Send> Send for Slot<T> {}
 
 impl<T> Slot<T> {
     /// A slot with empty magazines; `fenced_cpu` is the CPU whose restartable sequences
-    /// use it, if any.
-    pub(crate) fn new(magazine_size: usize, fenced_cpu: Option<usize>) -> Self {
+    /// use it, if any; the error when the allocator refuses the memory for its magazines.
+    pub(crate) fn try_new(
+        magazine_size: usize,
+        fenced_cpu: Option<usize>,
+    ) -> Result<Self, alloc::collections::TryReserveError> {
         // A slot whose CPU may run sequences starts plain (see `owner`).
         #[cfg(all(magazine_rseq, not(miri)))]
         let owner = match fenced_cpu {
@@ -99,9 +102,9 @@ impl<T> Slot<T> {
         };
         #[cfg(not(all(magazine_rseq, not(miri))))]
         let owner = FREE;
-        Self {
+        Ok(Self {
             owner: AtomicUsize::new(owner),
-            magazines: UnsafeCell::new(MagazinePair::new(magazine_size)),
+            magazines: UnsafeCell::new(MagazinePair::try_new(magazine_size)?),
             fenced_cpu,
             alloc_hits: OwnedCounter::default(),
             free_hits: OwnedCounter::default(),
@@ -109,7 +112,7 @@ impl<T> Slot<T> {
             depot_pushes: OwnedCounter::default(),
             idle_mark: AtomicUsize::new(0),
             fenced_takes: AtomicUsize::new(0),
-        }
+        })
     }
 
     /// Operations done on this slot (wrapping): hits and exchanges. (A fold moves hits

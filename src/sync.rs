@@ -3,7 +3,7 @@
 //!
 //! | build                                              | atomics, cells, threads | epoch participant                         |
 //! |----------------------------------------------------|-------------------------|-------------------------------------------|
-//! | default                                            | `core`/`std`            | crossbeam-epoch's default handle          |
+//! | default                                            | `core`/`std`            | the crate's own `Collector`, a handle per thread |
 //! | without feature `std` (`no_std` + `alloc`)         | `core`                  | a participant per guard in one global collector |
 //! | `--cfg loom`                                       | `loom`                  | one `Collector` per model, a handle per loom thread |
 //! | `--cfg loom --cfg crossbeam_loom` (+ epoch `loom`) | `loom`                  | the same, and loom also sees inside the epoch |
@@ -75,11 +75,60 @@ impl<T> UnsafeCell<T> {
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
-/// Pins the current thread in the epoch with its default participant.
+/// The crate's own epoch collector, and the calling thread's participant in it: what a
+/// depot operation pins, so that the only deferred functions a cache call can run are the
+/// crate's own frees (stack nodes), never another library's garbage in crossbeam-epoch's
+/// default collector (which could take a lock the caller holds, or panic).
+#[cfg(all(feature = "std", not(magazine_model)))]
+mod epoch {
+    use crossbeam_epoch::{Collector, Guard, LocalHandle};
+    use std::sync::OnceLock;
+
+    /// Built at the first pin of the process; never dropped.
+    static COLLECTOR: OnceLock<Collector> = OnceLock::new();
+
+    fn collector() -> &'static Collector {
+        COLLECTOR.get_or_init(Collector::new)
+    }
+
+    std::thread_local! {
+        /// Registered at the thread's first pin (or by `register_thread`); its destructor
+        /// moves the thread's garbage to the collector's global queue at thread exit.
+        static HANDLE: LocalHandle = collector().register();
+    }
+
+    #[inline]
+    pub(crate) fn pin() -> Guard {
+        if cfg!(magazine_mutant = "default_collector") {
+            // MUTANT: the depot pins crossbeam-epoch's process-wide default collector, whose
+            // collection runs any library's deferred functions inside a cache call.
+            return crossbeam_epoch::pin();
+        }
+        // After the thread's handle is gone (a thread-local destructor that runs after
+        // ours), a participant registered for the guard's lifetime, as crossbeam-epoch
+        // does for its default collector.
+        HANDLE
+            .try_with(LocalHandle::pin)
+            .unwrap_or_else(|_| collector().register().pin())
+    }
+
+    pub(crate) fn register_thread() {
+        let _ = HANDLE.try_with(|_| ());
+    }
+}
+
+/// Pins the current thread in the crate's own epoch collector.
 #[cfg(all(feature = "std", not(magazine_model)))]
 #[inline]
 pub(crate) fn pin() -> Guard {
-    crossbeam_epoch::pin()
+    epoch::pin()
+}
+
+/// Registers the current thread's participant in the crate's collector now, rather than at
+/// its first pin.
+#[cfg(all(feature = "std", not(magazine_model)))]
+pub(crate) fn register_thread() {
+    epoch::register_thread();
 }
 
 /// Pins without a thread-local participant (`no_std`): registers a participant in one

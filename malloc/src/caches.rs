@@ -78,11 +78,18 @@ fn config(class: usize) -> Config {
 fn create(class: usize) -> Option<&'static ClassCache> {
     // Far below `classes::MAX_SIZE`: always a class.
     let home = classes::class_of(Layout::new::<ClassCache>())?;
-    let fresh = source::alloc_one(home) as *mut ClassCache;
+    let fresh = crate::heap::alloc_metadata(home) as *mut ClassCache;
     if fresh.is_null() {
         return None;
     }
-    let cache = Cache::with_config(ClassSource::new(class), config(class));
+    let cache = match Cache::try_with_config(ClassSource::new(class), config(class)) {
+        Ok(cache) => cache,
+        Err(_) => {
+            // SAFETY: the block was ours alone, never written.
+            unsafe { source::free_one(home, fresh as usize) };
+            return None;
+        }
+    };
     // SAFETY: `fresh` is a block of `home`, whose size and alignment hold a `ClassCache`
     // (`class_of`), ours alone.
     unsafe { fresh.write(cache) };

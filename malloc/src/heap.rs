@@ -31,37 +31,91 @@ use std::ptr;
 
 use crate::classes::{self, CLASSES};
 use crate::stats::{ClassStats, MallocStats};
-use crate::{caches, large, os, source, span};
+use crate::{caches, large, os, reserve, source, span};
 
-thread_local! {
-    /// Whether the thread runs inside the allocator (see the module docs).
-    static INSIDE: Cell<bool> = const { Cell::new(false) };
+/// Where a thread stands (see the module docs).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// It never allocated: registered at its first allocation.
+    New,
+    Outside,
+    /// It runs a class cache's code.
+    Inside,
+    /// Its thread-local destructors run: what they allocate or free goes straight to the
+    /// sources, as inside (its epoch participant is released among them).
+    Exiting,
 }
 
-/// The thread marked inside the allocator; unmarked when dropped.
+thread_local! {
+    /// Where the thread stands. `const`, no destructor: readable during thread exit.
+    static STATE: Cell<State> = const { Cell::new(State::New) };
+    /// Registered at the thread's first allocation, after the crate's epoch participant:
+    /// destructors run in the reverse order of their registration, so this one runs
+    /// before the participant's and marks the thread exiting.
+    static EXIT: ExitMarker = const { ExitMarker };
+}
+
+struct ExitMarker;
+
+impl Drop for ExitMarker {
+    fn drop(&mut self) {
+        let _ = STATE.try_with(|state| state.set(State::Exiting));
+    }
+}
+
+/// The thread marked inside the allocator; marked outside again when dropped.
 struct Inside(());
 
 impl Drop for Inside {
     #[inline]
     fn drop(&mut self) {
-        let _ = INSIDE.try_with(|inside| inside.set(false));
+        let _ = STATE.try_with(|state| state.set(State::Outside));
     }
 }
 
-/// Marks the thread inside the allocator; `None` when it already was (or, which a
-/// `const` thread-local without destructor never is, when its flag cannot be read: then
-/// it is treated as inside, the path that never re-enters a cache).
+/// Marks the thread inside the allocator; `None` when it already was, or is exiting (or,
+/// which a `const` thread-local without destructor never is, when its state cannot be
+/// read: then it is treated as inside, the path that never re-enters a cache).
 #[inline]
 fn enter() -> Option<Inside> {
-    let entered = INSIDE
-        .try_with(|inside| !inside.replace(true))
-        .unwrap_or(false);
-    // Not `then_some`: a guard built for nothing would clear the flag when dropped.
-    if entered {
-        Some(Inside(()))
-    } else {
-        None
+    let was = STATE
+        .try_with(|state| {
+            let was = state.get();
+            if was == State::Outside {
+                state.set(State::Inside);
+            }
+            was
+        })
+        .unwrap_or(State::Exiting);
+    // Not `then_some`: a guard built for nothing would mark the thread outside when dropped.
+    match was {
+        State::Outside => Some(Inside(())),
+        State::New => first_entry(),
+        State::Inside | State::Exiting => None,
     }
+}
+
+/// A thread's first allocation: registers its epoch participant, then the destructor
+/// that marks it exiting (see [`EXIT`]); what they allocate comes from the sources.
+#[cold]
+#[inline(never)]
+fn first_entry() -> Option<Inside> {
+    let _ = STATE.try_with(|state| state.set(State::Inside));
+    magazine::register_thread();
+    if !cfg!(magazine_mutant = "no_exit_marker") {
+        let _ = EXIT.try_with(|_| ());
+    }
+    Some(Inside(()))
+}
+
+/// A block of `class` for the caches' own use (the thread is inside): from the class's
+/// source, else, when the system refuses it a chunk, from the reserve.
+pub(crate) fn alloc_metadata(class: usize) -> *mut u8 {
+    let block = source::alloc_one(class);
+    if !block.is_null() || cfg!(magazine_mutant = "no_reserve") {
+        return block;
+    }
+    reserve::alloc(class)
 }
 
 #[inline]
@@ -74,7 +128,7 @@ pub(crate) fn alloc(layout: Layout) -> *mut u8 {
             Some(block) => block as *mut u8,
             None => ptr::null_mut(),
         },
-        None => source::alloc_one(class),
+        None => alloc_metadata(class),
     }
 }
 
@@ -182,5 +236,6 @@ pub(crate) fn stats() -> MallocStats {
         chunk_bytes: spans.chunks * span::CHUNK,
         large_bytes: large::mapped(),
         metadata_in_use: caches::cache_bytes(),
+        reserve_in_use: reserve::in_use(),
     }
 }

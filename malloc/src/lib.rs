@@ -132,6 +132,8 @@ mod large;
 #[cfg(target_os = "linux")]
 mod os;
 #[cfg(target_os = "linux")]
+mod reserve;
+#[cfg(target_os = "linux")]
 mod source;
 #[cfg(target_os = "linux")]
 mod span;

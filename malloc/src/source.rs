@@ -16,6 +16,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use magazine::Source;
 
 use crate::classes::{self, CLASSES};
+use crate::reserve;
 use crate::span::{self, Span};
 
 /// Blocks moved per lock hold; a batch is gathered under the lock into a buffer on the
@@ -210,12 +211,20 @@ fn take(class: usize, blocks: &mut [usize]) -> usize {
 ///
 /// # Safety
 ///
-/// Each block was handed out by [`take`] for `class` and is given back once.
+/// Each block was handed out by [`take`] (or by `reserve::alloc`) for `class` and is
+/// given back once.
 unsafe fn give(class: usize, blocks: &[usize]) {
     let mut empty: *mut Span = ptr::null_mut();
+    let mut reserved = 0;
     {
         let mut spans = lock(class);
         for &block in blocks {
+            if reserve::contains(block) {
+                // SAFETY: a block of `class` from the reserve (the caller's contract).
+                unsafe { reserve::free(class, block) };
+                reserved += 1;
+                continue;
+            }
             // SAFETY: the caller's contract: a block of ours, so its span is in our hands
             // and ours to touch under our lock; the block is free, so its first word is
             // ours to write.
@@ -241,7 +250,9 @@ unsafe fn give(class: usize, blocks: &[usize]) {
         }
     }
     let central = &CENTRAL[class];
-    central.out.fetch_sub(blocks.len(), Ordering::Relaxed);
+    central
+        .out
+        .fetch_sub(blocks.len() - reserved, Ordering::Relaxed);
     let kind = span_kind(class);
     while let Some(span) = NonNull::new(empty) {
         // SAFETY: the span left our list above; nobody else refers to it.

@@ -28,6 +28,9 @@ pub struct MallocStats {
     /// magazines, depot nodes and epoch records are ordinary class blocks, counted with
     /// the spans).
     pub metadata_in_use: usize,
+    /// Bytes of the static reserve in use: metadata blocks (crossbeam-epoch's records and
+    /// garbage bags, magazines) that the caches needed while the system refused memory.
+    pub reserve_in_use: usize,
 }
 
 impl MallocStats {

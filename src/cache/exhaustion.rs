@@ -116,11 +116,7 @@ impl<S: Source> Cache<S> {
                 #[cfg(all(magazine_rseq, not(miri)))]
                 Some(Taken::Previous(mut claim)) => {
                     let previous = claim.previous();
-                    [
-                        (!previous.is_empty())
-                            .then(|| core::mem::replace(previous, near.empty_magazine())),
-                        None,
-                    ]
+                    [crate::pair::replace_if_holding(previous, &near), None]
                 }
                 Some(Taken::Whole(mut slot)) => slot.with(|magazines| magazines.take_items(&near)),
             };
@@ -325,10 +321,15 @@ impl<S: Source> Cache<S> {
     /// way loses none of them (they go to the depot).
     fn source_refill(&self, home: &mut Home<'_, S::Item>) -> Option<S::Item> {
         let batch = self.options.items_per_refill(&self.config);
-        let item = match batch {
-            1 => self.source.alloc(),
-            _ => {
-                let mut rescue = Rescue::new(&self.depot, Some(self.depot.empty_magazine()));
+        // Without an empty magazine to fill (the allocator refused one), one item.
+        let empty = match batch {
+            1 => None,
+            _ => self.depot.empty_magazine(),
+        };
+        let item = match empty {
+            None => self.source.alloc(),
+            Some(empty) => {
+                let mut rescue = Rescue::new(&self.depot, Some(empty));
                 // MUTANT (refill_unguarded): the magazine filled outside the rescue, so a
                 // source that panics half way drops what it handed.
                 let mut unguarded = match cfg!(magazine_mutant = "refill_unguarded") {
@@ -345,7 +346,13 @@ impl<S: Source> Cache<S> {
                     if let Err(item) = filling.push(item) {
                         // More than asked for: a full magazine goes to the depot
                         // (past a `Fixed` cap: its items must not be lost either).
-                        let full = core::mem::replace(filling, self.depot.empty_magazine());
+                        let Some(empty) = self.depot.empty_magazine() else {
+                            // And no magazine for the extra item (the allocator refused
+                            // one): leaked, never handed out twice.
+                            core::mem::forget(item);
+                            return;
+                        };
+                        let full = core::mem::replace(filling, empty);
                         self.depot.push_full_unbounded(full);
                         let pushed = filling.push(item);
                         debug_assert!(pushed.is_ok(), "an empty magazine has room");

@@ -3,6 +3,7 @@
 //! so that nothing is lost ([invariant 1](crate::docs::design#invariant-1-conservation)).
 
 use crate::depot::Depot;
+use crate::depot::Overflow;
 use crate::magazine::Magazine;
 use crate::pair::MagazinePair;
 use crate::source::Source;
@@ -15,6 +16,21 @@ impl<S: Source> Cache<S> {
     pub(crate) fn release_to_source(&self, magazine: Magazine<S::Item>) {
         let empty = self.release(magazine);
         self.depot.push_empty(empty);
+    }
+
+    /// Returns what a free could not cache to the source: a magazine a `Fixed` depot
+    /// refused, or, when no empty magazine could be had, the item alone (an item the
+    /// source panics on before taking it unwinds away with the caller: it was the caller's
+    /// to free).
+    pub(crate) fn release_overflow(&self, overflow: Overflow<S::Item>) {
+        match overflow {
+            Overflow::Magazine(magazine) => self.release_to_source(magazine),
+            Overflow::Item(item) => {
+                self.source.free_batch(&mut core::iter::once(item));
+                self.counters.source_free_calls.add(1);
+                self.counters.source_frees.add(1);
+            }
+        }
     }
 
     /// [`release_to_source`](Self::release_to_source) for magazines that are all out of
@@ -161,7 +177,12 @@ impl<T> Drop for KeepItem<'_, T> {
             drop(item);
             return;
         }
-        let mut magazine = self.depot.empty_magazine();
+        // Without a magazine (the allocator refused one while the source panicked) the
+        // item is leaked, not dropped: never handed out twice, never lost into the source.
+        let Some(mut magazine) = self.depot.empty_magazine() else {
+            core::mem::forget(item);
+            return;
+        };
         if magazine.push(item).is_ok() {
             self.depot.push_full_unbounded(magazine);
         }

@@ -1,0 +1,214 @@
+//! Out of memory is a null, never an abort: a child process limited by `RLIMIT_AS`
+//! exhausts its address space through every class and the large path, then, with nothing
+//! left, creates a class cache, lets a thread exit, frees (spills that need magazines),
+//! allocates again after freeing, and exits normally with the address space exhausted
+//! again. Thread and process exit release the crate's epoch participants, whose
+//! allocations (crossbeam-epoch's) cannot fail gracefully: they come from the allocator's
+//! reserve. Mutants: `no_reserve` (no reserve: the exits abort), `no_exit_marker` (exit
+//! allocations go through the caches, past the reserve: the exits abort), and the cache's
+//! `infallible_magazine` (a magazine's allocation aborts).
+
+use std::alloc::{alloc, dealloc, Layout};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use magazine_malloc::{classes, MagazineMalloc};
+
+#[cfg(not(magazine_test_malloc))]
+#[global_allocator]
+static GLOBAL: MagazineMalloc = MagazineMalloc::new();
+
+/// Address space the child may map beyond what it has at the limit's start.
+const HEADROOM: u64 = 24 << 20;
+
+/// The child's scenario, run by the test below in a process of its own.
+const SCENARIO: &str = "exhausted_address_space_scenario";
+
+#[test]
+fn out_of_memory_is_null_in_every_path_and_the_program_exits_normally() {
+    if ["ASAN_OPTIONS", "TSAN_OPTIONS"]
+        .iter()
+        .any(|var| std::env::var_os(var).is_some())
+    {
+        // A sanitizer's runtime maps memory of its own at any time: a limit on the
+        // address space makes it fail, not the allocator.
+        println!("skipped under a sanitizer");
+        return;
+    }
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            SCENARIO,
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("MAGAZINE_OOM_CHILD", "1")
+        .output()
+        .expect("the child runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("scenario complete"),
+        "the child failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+}
+
+/// Blocks allocated until the allocator said no.
+struct Held(Vec<(*mut u8, Layout)>);
+
+impl Held {
+    /// Allocates blocks of `layout` until one is null (at most `max`); returns how many.
+    fn exhaust(&mut self, layout: Layout, max: usize) -> usize {
+        let mut n = 0;
+        while n < max && self.0.len() < self.0.capacity() {
+            // SAFETY: a layout of nonzero size.
+            let block = unsafe { alloc(layout) };
+            if block.is_null() {
+                return n;
+            }
+            // SAFETY: a fresh block of `layout.size()` bytes: touched, as a program would.
+            unsafe { block.write_bytes(0xa5, layout.size().min(64)) };
+            self.0.push((block, layout));
+            n += 1;
+        }
+        n
+    }
+
+    /// Every class and the large path until each says no.
+    fn exhaust_all(&mut self) {
+        let large = Layout::from_size_align(1 << 20, 8).unwrap();
+        self.exhaust(large, usize::MAX);
+        for class in (0..classes::CLASSES).rev() {
+            let size = classes::class_size(class);
+            self.exhaust(Layout::from_size_align(size, 8).unwrap(), usize::MAX);
+        }
+    }
+
+    /// Frees the blocks of `size` bytes.
+    fn free_size(&mut self, size: usize) -> usize {
+        let before = self.0.len();
+        self.0.retain(|&(block, layout)| {
+            if layout.size() != size {
+                return true;
+            }
+            // SAFETY: allocated above with `layout`, freed once.
+            unsafe { dealloc(block, layout) };
+            false
+        });
+        before - self.0.len()
+    }
+}
+
+/// An assertion for the child once memory is exhausted: a panic's report allocates (and a
+/// failed allocation inside it waits for the backtrace lock the panic holds), so a failed
+/// check prints without allocating and exits.
+fn check(condition: bool, what: &str) {
+    if !condition {
+        eprintln!("child: check failed: {what}");
+        // SAFETY: ends the process at once, which is the point.
+        unsafe { libc::_exit(3) };
+    }
+}
+
+fn vm_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().next().unwrap().parse().unwrap();
+    // SAFETY: `sysconf` has no preconditions.
+    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
+}
+
+#[test]
+#[ignore = "run by the test above in a child process under RLIMIT_AS"]
+fn exhausted_address_space_scenario() {
+    if std::env::var_os("MAGAZINE_OOM_CHILD").is_none() {
+        return;
+    }
+    println!("child: starting"); // stdout's buffer, before the limit
+    let mut held = Held(Vec::with_capacity(4 << 20));
+    // A thread started before the limit (its stack is mapped), used after it.
+    static READY: AtomicBool = AtomicBool::new(false);
+    static GO: AtomicBool = AtomicBool::new(false);
+    let worker = thread::spawn(|| {
+        // Its first allocation, before the limit, as a thread's start makes one: it
+        // registers thread-local destructors, for which glibc allocates from its own heap
+        // (and aborts when it cannot).
+        let mut kept = Vec::with_capacity(1000);
+        READY.store(true, Ordering::Release);
+        while !GO.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        // Cache operations with nothing left: nulls, frees, then thread exit (its epoch
+        // participant is released, which allocates).
+        for size in [8, 64, 640, 3000] {
+            for _ in 0..200 {
+                // SAFETY: a layout of nonzero size.
+                let block = unsafe { alloc(Layout::from_size_align(size, 8).unwrap()) };
+                if !block.is_null() {
+                    kept.push((block, size));
+                }
+            }
+        }
+        for (block, size) in kept {
+            // SAFETY: allocated above with this layout.
+            unsafe { dealloc(block, Layout::from_size_align(size, 8).unwrap()) };
+        }
+    });
+    while !READY.load(Ordering::Acquire) {
+        thread::yield_now();
+    }
+    let limit = vm_bytes() + HEADROOM;
+    let rlimit = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: a valid `rlimit`; lowering a soft limit needs no privilege.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &rlimit) }, 0);
+
+    // Everything until each path says no: the large path, then every class.
+    held.exhaust_all();
+    let large = Layout::from_size_align(1 << 20, 8).unwrap();
+    // SAFETY: a layout of nonzero size.
+    check(
+        unsafe { alloc(large) }.is_null(),
+        "the large path is exhausted",
+    );
+    check(
+        held.0.len() > 1000,
+        "the limit was reached after some blocks",
+    );
+
+    // A thread exits with nothing left.
+    GO.store(true, Ordering::Release);
+    check(worker.join().is_ok(), "the worker exits normally");
+
+    // Frees with nothing left: blocks of the smallest classes, whose magazines fill and
+    // spill (a spill takes a new magazine).
+    for size in [8, 16, 24, 32] {
+        held.free_size(size);
+    }
+    // And allocations again after freeing: served.
+    let small = Layout::from_size_align(8, 8).unwrap();
+    check(
+        held.exhaust(small, 1000) > 0,
+        "allocations succeed again after frees",
+    );
+    // Memory back in bulk, then exhausted again for the process's exit.
+    held.free_size(1 << 20);
+    let stats = MagazineMalloc::new().stats();
+    println!(
+        "child: reserve in use {} bytes; scenario complete",
+        stats.reserve_in_use
+    );
+    // The caches' metadata (magazines, crossbeam-epoch's records and bags) found room in
+    // the reserve while the system refused memory.
+    check(stats.reserve_in_use > 0, "the reserve served metadata");
+    drop(stats);
+    held.exhaust_all();
+    // Exits with the address space exhausted (libtest's report would allocate): this
+    // thread's epoch participant is released by `exit`, which runs its thread-local
+    // destructors.
+    std::process::exit(0);
+}
