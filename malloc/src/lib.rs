@@ -126,6 +126,8 @@ mod caches;
 #[cfg(not(target_os = "linux"))]
 mod fallback;
 #[cfg(target_os = "linux")]
+mod fork;
+#[cfg(target_os = "linux")]
 mod heap;
 #[cfg(target_os = "linux")]
 mod large;
