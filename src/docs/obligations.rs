@@ -126,9 +126,10 @@
 //!
 //! # Fork
 //!
-//! `fork` copies only the calling thread; the child inherits a `Cache` as the other
-//! threads left it, in the middle of their calls. No protocol of the cache waits for one
-//! of those threads on the `alloc`/`free` paths, so in the child:
+//! `fork` copies only the calling thread; the child inherits a `Cache` as the parent's
+//! other threads (dead threads, in the child) left it, in the middle of their calls. No
+//! protocol of the cache waits for one of them on the `alloc`/`free` paths, so in the
+//! child:
 //!
 //! - **What leaks.** A CPU slot that a dead thread owned or claimed stays busy for good:
 //!   calls that want it take another slot, the depot's loose path or the source, and its
@@ -149,7 +150,9 @@
 //!   every lock of the source (and any other lock the allocator's paths take) before the
 //!   fork, in the order the code nests them, and release them after it in the parent and
 //!   in the child (`pthread_atfork`). Trims run under such a lock too, so that none is
-//!   half done at the fork. `malloc/src/fork.rs` does both.
+//!   half done at the fork. `malloc/src/fork.rs` does both. [`IovaDomain`] keeps its
+//!   ranges under a lock of its own that no fork handler holds: a child must not use a
+//!   domain that other threads of its parent were using.
 //!
 //! # Depot length on 32-bit targets
 //!
