@@ -191,7 +191,8 @@ impl MagazineMalloc {
     /// included), and spans whose blocks are all back give their pages to the system at
     /// once. Call it every [`TRIM_INTERVAL`] or so; after a workload, memory is
     /// back after two trims an interval apart. [`MallocStats::spans_returned`] counts what
-    /// went back.
+    /// went back. Trims run one at a time (a second waits for the first), so that none is
+    /// half done when the process forks.
     pub fn trim(&self) {
         imp::trim();
     }
