@@ -22,7 +22,8 @@ unset RUSTFLAGS
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 failed=0
-for entry in "bump_repeats_last conservation" "spans_never_return trim"; do
+for entry in "bump_repeats_last conservation" "spans_never_return trim" \
+  "no_fork_handlers fork"; do
   read -r mutant test <<<"$entry"
   cargo clean -p magazine-malloc >/dev/null 2>&1 || true
   MAGAZINE_MUTANT=$mutant cargo test -p magazine-malloc --test "$test" --no-run >"$log" 2>&1 ||

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use magazine::{Cache, Config, DepotPolicy, Trim};
 
 use crate::classes::{self, CLASSES};
-use crate::os;
 use crate::source::{self, ClassSource};
+use crate::{fork, os};
 
 /// A class's cache.
 pub(crate) type ClassCache = Cache<ClassSource>;
@@ -76,6 +76,8 @@ fn config(class: usize) -> Config {
 #[cold]
 #[inline(never)]
 fn create(class: usize) -> Option<&'static ClassCache> {
+    // The allocator's first setup; no lock of ours is held here.
+    fork::register_once();
     // Far below `classes::MAX_SIZE`: always a class.
     let home = classes::class_of(Layout::new::<ClassCache>())?;
     let fresh = crate::heap::alloc_metadata(home) as *mut ClassCache;

@@ -31,7 +31,7 @@ use std::ptr;
 
 use crate::classes::{self, CLASSES};
 use crate::stats::{ClassStats, MallocStats};
-use crate::{caches, large, os, reserve, source, span};
+use crate::{caches, fork, large, os, reserve, source, span};
 
 /// Where a thread stands (see the module docs).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -200,6 +200,8 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *
 }
 
 pub(crate) fn trim() {
+    // Held first: no cache's trim may be half done at a `fork` (see `fork`).
+    let _trimming = fork::trimming();
     let _inside = enter();
     for class in 0..CLASSES {
         if let Some(cache) = caches::existing(class) {

@@ -101,8 +101,17 @@
 //! - **No checks.** A double free or a foreign pointer corrupts the heap, as with most
 //!   allocators (the cache cannot see one: `magazine::docs::obligations`).
 //! - **Not async-signal-safe**, like any allocator with locks: a signal handler must not
-//!   allocate. A child `fork`ed while another thread held one of the allocator's locks
-//!   must not allocate before `exec`.
+//!   allocate.
+//! - **`fork`.** A child forked while other threads allocate may allocate, free and trim:
+//!   `pthread_atfork` handlers, registered at the first class cache's creation, hold every
+//!   lock of the allocator across the fork (a fork waits for a running trim to end). A
+//!   CPU slot that a parent thread was using at that instant stays busy in the child,
+//!   whose other slots, depot and spans serve it; the blocks in that slot leak there,
+//!   and a thread pinned in crossbeam-epoch then keeps what the child retires unfreed.
+//!   Other `pthread_atfork` handlers registered before that first setup must not allocate
+//!   through this allocator (they run while ours hold the locks). An allocation in the
+//!   child that finds the system's memory exhausted may wait for ever for an exhaustion
+//!   flush that a parent thread was running.
 //! - **Thread exit is slower.** A thread-local destructor that runs after
 //!   crossbeam-epoch's own (registered before the thread's first epoch pin) and misses
 //!   its magazines registers a short-lived epoch participant (a block from a source) at
@@ -125,6 +134,8 @@ mod stats;
 mod caches;
 #[cfg(not(target_os = "linux"))]
 mod fallback;
+#[cfg(target_os = "linux")]
+mod fork;
 #[cfg(target_os = "linux")]
 mod heap;
 #[cfg(target_os = "linux")]
@@ -182,7 +193,8 @@ impl MagazineMalloc {
     /// included), and spans whose blocks are all back give their pages to the system at
     /// once. Call it every [`TRIM_INTERVAL`] or so; after a workload, memory is
     /// back after two trims an interval apart. [`MallocStats::spans_returned`] counts what
-    /// went back.
+    /// went back. Trims run one at a time (a second waits for the first), so that none is
+    /// half done when the process forks.
     pub fn trim(&self) {
         imp::trim();
     }

@@ -142,6 +142,21 @@ fn lock(class: usize) -> MutexGuard<'static, Spans> {
         .unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Every class's lock, held across a `fork` (see `fork`).
+pub(crate) struct Locked {
+    _guards: [Option<MutexGuard<'static, Spans>>; CLASSES],
+}
+
+/// Takes every class's lock, in class order. No thread holds two class locks (the source
+/// never allocates), and a class lock is taken before a span pool's (`take`), never after.
+pub(crate) fn lock_all() -> Locked {
+    let mut held = [const { None }; CLASSES];
+    for (class, guard) in held.iter_mut().enumerate() {
+        *guard = Some(lock(class));
+    }
+    Locked { _guards: held }
+}
+
 /// Fills `blocks` with blocks of `class`; returns how many (fewer when the system
 /// refuses a new chunk).
 fn take(class: usize, blocks: &mut [usize]) -> usize {

@@ -108,6 +108,21 @@ fn lock(kind: usize) -> MutexGuard<'static, Pool> {
     POOLS[kind].lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Every pool's lock, held across a `fork` (see `fork`).
+pub(crate) struct Locked {
+    _guards: [Option<MutexGuard<'static, Pool>>; KINDS],
+}
+
+/// Takes every pool's lock, in kind order; after the class locks (a class lock is held
+/// while a pool's is taken, never the other way). No thread holds two pool locks.
+pub(crate) fn lock_all() -> Locked {
+    let mut held = [const { None }; KINDS];
+    for (kind, guard) in held.iter_mut().enumerate() {
+        *guard = Some(lock(kind));
+    }
+    Locked { _guards: held }
+}
+
 /// The span size of `kind`.
 pub(crate) const fn span_size(kind: usize) -> usize {
     1 << (MIN_SPAN_SHIFT as usize + kind)

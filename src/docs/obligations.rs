@@ -124,6 +124,36 @@
 //! (`malloc/src/heap.rs` has the routing table) and a source that never allocates and
 //! serves the caches' own allocations past them (`malloc/src/source.rs`).
 //!
+//! # Fork
+//!
+//! `fork` copies only the calling thread; the child inherits a `Cache` as the parent's
+//! other threads (dead threads, in the child) left it, in the middle of their calls. No
+//! protocol of the cache waits for one of them on the `alloc`/`free` paths, so in the
+//! child:
+//!
+//! - **What leaks.** A CPU slot that a dead thread owned or claimed stays busy for good:
+//!   calls that want it take another slot, the depot's loose path or the source, and its
+//!   items are never handed out again. So do the magazines a dead thread had in hand (a
+//!   pop past its claim, a push before its link, a [`LocalCache`]'s). A dead thread pinned
+//!   in crossbeam-epoch stops the epoch: what the child retires is never freed.
+//! - **What it may call.** [`Cache::alloc`], [`Cache::free`], their `_on` forms,
+//!   [`Cache::alloc_cached_where`], [`Cache::trim`], [`Cache::try_flush`] and
+//!   [`Cache::stats`], with two caveats: a trim that a dead thread was running leaves
+//!   every later trim of that cache a no-op, and an allocation that finds the source
+//!   exhausted (see [the exhaustion rule](super::design#the-exhaustion-rule)) while a dead
+//!   thread's exhaustion flush holds its flag waits for ever. **Not** [`Cache::flush`],
+//!   [`Cache::flush_cpu`] or [`Cache::cached`], which wait for each slot's owner, nor the
+//!   cache's drop, which would empty a slot that a dead owner left half updated: leak the
+//!   cache instead.
+//! - **What the allocator on it must do.** The source's locks are the adopter's: a
+//!   source lock held by a dead thread hangs the child at its next refill or flush. Take
+//!   every lock of the source (and any other lock the allocator's paths take) before the
+//!   fork, in the order the code nests them, and release them after it in the parent and
+//!   in the child (`pthread_atfork`). Trims run under such a lock too, so that none is
+//!   half done at the fork. `malloc/src/fork.rs` does both. [`IovaDomain`] keeps its
+//!   ranges under a lock of its own that no fork handler holds: a child must not use a
+//!   domain that other threads of its parent were using.
+//!
 //! # Depot length on 32-bit targets
 //!
 //! Each depot stack keeps its length and its working-set low-water mark in one atomic
@@ -153,6 +183,9 @@
 //! [`Cache::flush`]: crate::Cache::flush
 //! [`Cache::flush_cpu`]: crate::Cache::flush_cpu
 //! [`Cache::trim`]: crate::Cache::trim
+//! [`Cache::try_flush`]: crate::Cache::try_flush
+//! [`Cache::alloc`]: crate::Cache::alloc
+//! [`Cache::stats`]: crate::Cache::stats
 //! [`LocalCache`]: crate::LocalCache
 //! [`LocalCache::free`]: crate::LocalCache::free
 //! [`Source`]: crate::Source
