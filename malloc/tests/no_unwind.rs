@@ -27,7 +27,11 @@ fn a_panic_inside_the_allocator_aborts() {
         return panic_inside_the_allocator();
     }
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "a_panic_inside_the_allocator_aborts", "--nocapture"])
+        .args([
+            "--exact",
+            "a_panic_inside_the_allocator_aborts",
+            "--nocapture",
+        ])
         .env(CHILD, "1")
         .env("RUST_BACKTRACE", "0")
         .output()
