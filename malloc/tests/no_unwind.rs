@@ -56,7 +56,8 @@ fn a_panic_inside_the_allocator_aborts() {
 fn panic_inside_the_allocator() {
     {
         let guard = epoch::pin();
-        // SAFETY: the closure owns nothing; it runs once, when the epoch has moved on.
+        // SAFETY: the closure owns nothing; it runs once, when the epoch has moved on, and
+        // its panic is the test (it must abort the process).
         unsafe { guard.defer_unchecked::<_, ()>(|| panic!("epoch garbage panics")) };
         guard.flush();
     }

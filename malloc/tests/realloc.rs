@@ -213,7 +213,8 @@ fn moved(from: usize, to: usize) {
     let new = Layout::from_size_align(to, 8).unwrap();
     let blocks: Vec<*mut u8> = (0..COUNT)
         .map(|i| {
-            // SAFETY: a nonzero size; the first byte is within it.
+            // SAFETY: a nonzero size; the first byte is within it. A failed assertion
+            // leaves nothing half done (the test fails).
             unsafe {
                 let block = alloc(old);
                 assert!(!block.is_null());
@@ -223,7 +224,8 @@ fn moved(from: usize, to: usize) {
         })
         .collect();
     for (i, block) in blocks.into_iter().enumerate() {
-        // SAFETY: allocated with `old`, reallocated once, then freed once with `new`.
+        // SAFETY: allocated with `old`, reallocated once, then freed once with `new`. A
+        // failed assertion leaks the block and the rest (the test fails).
         unsafe {
             let block = realloc(block, old, to);
             assert!(!block.is_null());
