@@ -12,11 +12,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crossbeam_epoch as epoch;
-use magazine_malloc::MagazineMalloc;
+#[cfg(magazine_test_malloc)]
+use magazine_malloc as _; // the lib declares the global allocator under this cfg
 
 #[cfg(not(magazine_test_malloc))]
 #[global_allocator]
-static GLOBAL: MagazineMalloc = MagazineMalloc::new();
+static GLOBAL: magazine_malloc::MagazineMalloc = magazine_malloc::MagazineMalloc::new();
 
 /// Set in the child's environment.
 const CHILD: &str = "MAGAZINE_MALLOC_PANIC_CHILD";
