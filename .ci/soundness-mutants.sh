@@ -41,6 +41,8 @@ MUTANTS=(
   "flush_drains_unbounded --test regressions flush_ends_while_frees_keep_coming"
   "node_check_panics --lib a_node_that_does_not_fit"
   "refill_unguarded --test cache a_source_panicking_in_the_middle_of_a_batch"
+  "default_collector --test foreign_garbage"
+  "infallible_magazine --test out_of_memory"
 )
 
 # The tests first, unmutated: they must pass, and say whether they ran or skipped.

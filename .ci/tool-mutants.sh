@@ -132,10 +132,11 @@ asan() {
   RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh MAGAZINE_MUTANT=$mutant \
     cargo +nightly test -Zbuild-std --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test depot_epoch --no-run
   start=$SECONDS
-  # 3 * 10^6 operations per worker, about 8 s under ASan; up to three runs.
+  # $DEPOT_EPOCH_OPS (nightly.sh) operations per worker: a whole run takes 17-18 s under
+  # ASan, a caught one stops at the report; up to three runs.
   for attempt in 1 2 3; do
     status=0
-    MAGAZINE_DEPOT_OPS=3000000 ASAN_OPTIONS="detect_leaks=1 halt_on_error=1" \
+    MAGAZINE_DEPOT_OPS=$DEPOT_EPOCH_OPS ASAN_OPTIONS="detect_leaks=1 halt_on_error=1" \
       RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh MAGAZINE_MUTANT=$mutant \
       cargo +nightly test -Zbuild-std --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test depot_epoch \
       >"$log" 2>&1 || status=$?

@@ -70,7 +70,7 @@
 
 use core::mem::{size_of, ManuallyDrop, MaybeUninit};
 use core::ptr;
-use core::sync::atomic::{AtomicIsize, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicIsize, AtomicU8, AtomicUsize, Ordering};
 
 /// `__rseq_offset` once looked up; [`UNKNOWN`] before, [`ABSENT`] when there is no
 /// registered area to read.
@@ -966,17 +966,40 @@ pub(crate) fn available(slots: usize) -> bool {
 /// (`sysconf(_SC_NPROCESSORS_CONF)`), lowered to `MAGAZINE_CPUS_CONF` when that variable
 /// holds a smaller positive number: a test seam that reproduces hosts whose count is
 /// below their highest CPU id + 1 (any value is sound; see [`available`]).
+///
+/// Both are read once, at the first call (the first creation of a cache that may run the
+/// sequences), and kept for the life of the process: the variable must be set before
+/// the process starts threads (in its environment, best), since `getenv` races with a
+/// `std::env::set_var` on another thread, and a later change is not seen.
 pub(crate) fn configured_cpus() -> Option<usize> {
+    // 0: not read yet; `usize::MAX`: `sysconf` failed. Two first calls that race both
+    // read and store the same value.
+    static CPUS: AtomicUsize = AtomicUsize::new(0);
+    match CPUS.load(Ordering::Relaxed) {
+        0 => {
+            let cpus = read_configured_cpus();
+            CPUS.store(cpus.unwrap_or(usize::MAX), Ordering::Relaxed);
+            cpus
+        }
+        usize::MAX => None,
+        cpus => Some(cpus),
+    }
+}
+
+/// [`configured_cpus`], read from the system and the environment.
+#[cold]
+fn read_configured_cpus() -> Option<usize> {
     // SAFETY: `sysconf` has no preconditions; it returns -1 on failure.
     let cpus = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) })
         .ok()
-        .filter(|&cpus| cpus > 0)?;
+        .filter(|&cpus| cpus > 0 && cpus != usize::MAX)?;
     // `getenv`, not `std::env::var`: no `String` and no lock of std's, so a cache can be
     // built inside a global allocator (`docs::obligations`, "Inside a global allocator").
     // SAFETY: a NUL-terminated name; the result is null or a NUL-terminated string that
     // stays valid while nobody changes the environment, and it is read at once. A thread
     // changing it meanwhile breaks `std::env::set_var`'s own safety contract (no other
-    // thread may read the environment then). Nothing here can fail or unwind.
+    // thread may read the environment then); this read happens once per process. Nothing
+    // here can fail or unwind.
     let value = unsafe { libc::getenv(c"MAGAZINE_CPUS_CONF".as_ptr()) };
     let lowered = (!value.is_null())
         // SAFETY: non-null, NUL-terminated (above).

@@ -3,14 +3,17 @@
 //! and `Config::cpus` larger than the machine produce. `MAGAZINE_CPUS_CONF=1` makes the
 //! crate read a count of 1 (its test seam); CPUs beyond it still run sequences on their
 //! slots, which must then be fenced like the others: no hit may be read as part of a
-//! length, and nothing may be lost. One test in this binary, so that the variable is set
-//! before any thread starts; `.ci/run` also runs the whole test command with it.
+//! length, and nothing may be lost. The crate reads the variable once, at its first cache
+//! creation, which a global allocator built on it (`.ci/on-malloc.sh`) makes before any
+//! test runs: without the variable, the test runs itself in a child process that has it
+//! in its environment from the start. `.ci/run` also runs the whole test command with it.
 #![cfg(target_os = "linux")]
 
 #[cfg(magazine_test_malloc)]
 use magazine_malloc as _; // the suite on MagazineMalloc (.ci/run)
 mod common;
 
+use std::process::Command;
 use std::sync::Arc;
 use std::thread;
 
@@ -20,7 +23,22 @@ use magazine::{Cache, Config, Options};
 
 #[test]
 fn cpus_beyond_the_configured_count_run_sequences_on_fenced_slots() {
-    std::env::set_var("MAGAZINE_CPUS_CONF", "1");
+    if std::env::var("MAGAZINE_CPUS_CONF").as_deref() != Ok("1") {
+        let status = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "cpus_beyond_the_configured_count_run_sequences_on_fenced_slots",
+                "--nocapture",
+            ])
+            .env("MAGAZINE_CPUS_CONF", "1")
+            .status()
+            .expect("the test binary runs");
+        assert!(
+            status.success(),
+            "the test with MAGAZINE_CPUS_CONF=1: {status}"
+        );
+        return;
+    }
     let cpus = allowed_cpus();
     if cpus.len() < 2 {
         eprintln!("one CPU allowed: no CPU beyond the count of 1 to run on, skipped");

@@ -180,9 +180,24 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *
     let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
     let old_class = classes::lookup(layout.size(), layout.align());
     match (old_class, classes::lookup(new_size, layout.align())) {
-        (Some(from), Some(to)) if from == to => return ptr,
-        (None, None) if layout.align() <= os::page_size() => {
-            // SAFETY: a large block of ours with `layout`, aligned to a page at most.
+        // In place only within its class: freed with the new layout, a block kept in a
+        // smaller class would go back to that class's books, which never handed it out.
+        (Some(from), Some(to))
+            if from == to
+                // MUTANT: a block that shrinks into a smaller class stays in place.
+                || (cfg!(magazine_mutant = "realloc_shrinks_in_place") && from > to) =>
+        {
+            return ptr
+        }
+        // `mremap` keeps a page's alignment, no more: a block aligned beyond moves by copy.
+        (None, None)
+            if layout.align() <= os::page_size()
+                // MUTANT: a block aligned beyond a page goes through `mremap` too.
+                || cfg!(magazine_mutant = "large_realloc_ignores_alignment") =>
+        {
+            // SAFETY: a large block of ours with `layout`, aligned to a page at most (the
+            // mutant breaks exactly this). `large::realloc` does not panic; on failure it
+            // returns null with the old block untouched.
             return unsafe { large::realloc(ptr, layout, new_size) };
         }
         _ => {}

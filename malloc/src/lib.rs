@@ -37,15 +37,17 @@
 //! to 32 KiB is served by the smallest class that is a multiple of it (blocks sit at
 //! multiples of their size from 64 KiB-aligned span starts). Larger or more aligned
 //! requests get a mapping of their own (`mmap`, over-mapped and trimmed when aligned
-//! beyond a page), unmapped when freed; `realloc` moves those with `mremap`. Rust passes
-//! the layout to `dealloc`, so blocks carry no header.
+//! beyond a page), unmapped when freed; `realloc` moves those aligned to a page at most
+//! with `mremap`, and copies the others (`mremap` keeps only a page's alignment). Rust
+//! passes the layout to `dealloc`, so blocks carry no header.
 //!
 //! **Caches.** A class's `magazine::Cache` is created at its first allocation (an atomic
 //! pointer per class; of two threads that race, the loser drops its cache), so unused
 //! classes cost nothing. Configuration: a slot per CPU the system may bring up
 //! (`sysconf(_SC_NPROCESSORS_CONF)`, which restartable sequences need), magazines of
 //! `16 KiB / size` items clamped to 4..=64 ([`classes::magazine_size`]), and a
-//! `Dynamic { target: 1, trim: WorkingSet }` depot.
+//! `Dynamic { target: 0, trim: WorkingSet }` depot (a trim keeps no full magazine: one kept
+//! would hold its blocks' spans resident).
 //!
 //! **Spans.** A class's source hands out blocks carved from spans of 64, 128 or 256 KiB
 //! (at least 8 blocks each), which live in 4 MiB-aligned chunks whose first span holds
@@ -225,29 +227,70 @@ impl MagazineMalloc {
 // SAFETY: blocks are never handed out twice while live: class blocks are handed out by
 // their source once until they come back (the cache keeps each in exactly one place),
 // mappings likewise. Each block is at least `layout.size()` bytes and
-// aligned to `layout.align()` (see `classes`). Nothing unwinds: every path returns null on
-// failure, and the locks inside never poison.
+// aligned to `layout.align()` (see `classes`). Nothing unwinds out of these methods: every
+// path returns null on failure, the locks inside never poison, and a panic the design
+// cannot exclude (another library's epoch garbage, run by a pin inside a class cache)
+// aborts the process in `NoUnwind`'s drop instead of unwinding into the caller.
 unsafe impl GlobalAlloc for MagazineMalloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        imp::alloc(layout)
+        let guard = NoUnwind;
+        let block = imp::alloc(layout);
+        guard.done();
+        block
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        imp::alloc_zeroed(layout)
+        let guard = NoUnwind;
+        let block = imp::alloc_zeroed(layout);
+        guard.done();
+        block
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { imp::dealloc(ptr, layout) }
+        let guard = NoUnwind;
+        // SAFETY: the caller's contract, passed on. A panic inside aborts (`guard`).
+        unsafe { imp::dealloc(ptr, layout) };
+        guard.done();
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { imp::realloc(ptr, layout, new_size) }
+        let guard = NoUnwind;
+        // SAFETY: the caller's contract, passed on. A panic inside aborts (`guard`).
+        let block = unsafe { imp::realloc(ptr, layout, new_size) };
+        guard.done();
+        block
+    }
+}
+
+/// Aborts the process, with a message, when dropped: only a panic unwinding out of a
+/// `GlobalAlloc` method drops it (unwinding into the allocator's caller is undefined
+/// behaviour); the normal path forgets it, which costs nothing. Not
+/// `std::thread::panicking()`: `dealloc` is rightly called by destructors while another
+/// panic unwinds.
+struct NoUnwind;
+
+impl NoUnwind {
+    /// The call returned: nothing to do.
+    #[inline(always)]
+    fn done(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for NoUnwind {
+    #[cold]
+    fn drop(&mut self) {
+        // Unbuffered and without allocating: the heap may be in the middle of a change.
+        let _ = io::Write::write_all(
+            &mut io::stderr(),
+            b"magazine-malloc: a panic inside the allocator; aborting (unwinding out of \
+              GlobalAlloc is undefined behaviour)\n",
+        );
+        std::process::abort();
     }
 }
 

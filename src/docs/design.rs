@@ -340,7 +340,9 @@
 //! version fenced only the slots below the count, while the sequences ran on every slot:
 //! a CPU in the gap changed a slot that others took with a plain compare-and-swap, with
 //! its hit counts read as part of a length. `tests/cpu_count_gap.rs` and the CI run with
-//! `MAGAZINE_CPUS_CONF=1`, the crate's test seam that lowers the count, pin it down.)
+//! `MAGAZINE_CPUS_CONF=1`, the crate's test seam that lowers the count, pin it down; the
+//! variable is read once, at the first creation of a cache that may run the sequences,
+//! so it must be set before the process starts threads, best in its environment.)
 //!
 //! **When the fence fails.** `membarrier` can fail after it was registered (a seccomp
 //! filter that denies it). `rseq::fence_cpu` then has two other ways to the same

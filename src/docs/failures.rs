@@ -64,7 +64,8 @@
 //!   `/sys/devices/system/cpu`): every slot of a cache that runs sequences is fenced, so
 //!   this costs fences, never soundness (`tests/cpu_count_gap.rs`, and the CI run of the
 //!   test command with `MAGAZINE_CPUS_CONF=1`, the crate's seam that lowers the count it
-//!   reads).
+//!   reads; read once, at the first creation of a cache that may run the sequences, so
+//!   set it in the process's environment, before any thread starts).
 //! - Magazines of `2^32` items or more: no sequences (the length shares its word with the
 //!   hit counts).
 //! - 32-bit targets: a depot stack counts at most 65535 magazines (see
