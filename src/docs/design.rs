@@ -140,6 +140,33 @@
 //! pop uncounts after it unlinks) and the depot, which reports them and counts the
 //! occupied shelf places.
 //!
+//! ## Which checks hold each invariant
+//!
+//! Bounded checks explore every interleaving within stated bounds; the unbounded ones are
+//! inductive invariants proved for any number of threads, CPUs, nodes and items, of an
+//! abstract protocol (sequentially consistent; orderings are loom's). The table in
+//! `proofs/README.md` ("Map") names the runs.
+//!
+//! - Invariant 1 (conservation): bounded by loom and shuttle (scenarios 1, 4, 6, 7, 8) and
+//!   SPIN (`cache.pml`, `depot.pml`, `fixedcap.pml`, `rseq.pml`); unbounded by Ivy
+//!   (`proofs/ivy/slot_rseq.ivy`) for the slot protocol only: with restartable sequences,
+//!   claims, acknowledgements, fences and plain takes, every item is in exactly one place
+//!   (a slot's loaded or previous magazine, a thread's hands, outside the slots) and a
+//!   sequence in flight that read `FREE` is the only one that can change its slot's loaded
+//!   magazine, which no whole owner holds meanwhile. Not proved unbounded: the depot's
+//!   full, partial and empty stacks, the shelves, and the cache paths around the slots.
+//! - Invariant 2 (memory safety, no ABA): bounded by loom (scenario 1) and SPIN
+//!   (`depot_tagged.pml`, `depot.pml`); unbounded by Ivy (`proofs/ivy/depot_stack.ivy`):
+//!   a pop's CAS wins only on the head and the `next` it read, no pinned pop reads a freed
+//!   node, every magazine's node is in exactly one place. Limit: the Ivy tag never wraps
+//!   (the 2^22 bound above is the SPIN control's and the stack's docs').
+//! - Invariant 3 (progress): bounded only (loom, shuttle, SPIN's `cache.pml`); Ivy proves
+//!   safety, not progress.
+//! - Invariants 4 and 5 (bounded memory, the working-set trim, accounting): bounded only
+//!   (loom scenarios 1-4 and 9, SPIN's `trim.pml`, `fixedcap.pml`); an unbounded Ivy
+//!   model of the working-set count is not done (its counts need arithmetic over any
+//!   number of threads, outside the fragment the two models use).
+//!
 //! # CPU shelves
 //!
 //! Every push or pop of a depot stack is a few read-modify-writes on that stack's cache
