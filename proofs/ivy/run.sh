@@ -40,7 +40,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/magazine-ivy.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 failures=0
-printf '%-24s %-36s %-6s %8s\n' model expect result "time(s)"
+printf '%-24s %-40s %-10s %8s\n' model expect result "time(s)"
 
 # run NAME MODEL.ivy EXPECT [SED-SCRIPT]
 #   EXPECT: pass                  ivy_check must print OK
@@ -77,7 +77,7 @@ run() {
             failures=$((failures + 1))
         fi
     fi
-    printf '%-24s %-36s %-6s %8.1f\n' "$name" "$expect" "$result" "$secs"
+    printf '%-24s %-40s %-10s %8s\n' "$name" "$expect" "$result" "$secs"
     if [ "$result" = FAILED ] || [ "$result" = UNEXPECTED ]; then
         grep -E 'error|FAIL' "$out" | head -20
     elif [ "$expect" != pass ]; then
@@ -90,6 +90,11 @@ run depot_stack depot_stack.ivy pass
 run depot_stack_no_bump depot_stack.ivy fail:pop_cas:pop_fresh 's/^\(.*\)#@NO_BUMP$/# \1/'
 run depot_stack_no_grace depot_stack.ivy fail:drop_magazine:epoch \
     's/waits(n, T) := pinned(T);.*#@NO_GRACE$/waits(n, T) := false;/'
+
+# the depot's stacks, shelves and slots with each stack's working-set count
+run depot_level depot_level.ivy pass
+run depot_level_add_first depot_level.ivy fail:add_before_link:cnt_on \
+    's/^\(.*\)#@OK$/# \1/; s/^#@ADD_FIRST//'
 
 # the slot protocol with restartable sequences
 run slot_rseq slot_rseq.ivy pass
