@@ -13,7 +13,7 @@
 # counterexample to induction, not some other weakness.
 #
 # Prints one line per run (model, expected, result, seconds) and the total time; exits
-# non-zero on any unexpected result.
+# non-zero on any unexpected result. IVY_JOBS (default 2) runs at a time.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,20 +39,28 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/magazine-ivy.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-failures=0
-printf '%-24s %-40s %-10s %8s\n' model expect result "time(s)"
+jobs=${IVY_JOBS:-2}
+order=()
 
 # run NAME MODEL.ivy EXPECT [SED-SCRIPT]
 #   EXPECT: pass                  ivy_check must print OK
 #           fail:ACTION:INVARIANT ivy_check must fail, with INVARIANT failing in ACTION
+# Starts the run in the background ($jobs at a time); its report goes to $work/NAME.report
+# and its verdict (ok or bad) to $work/NAME.verdict.
 run() {
+    order+=("$1")
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    one "$@" &
+}
+
+one() {
     local name=$1 model=$2 expect=$3 script=${4:-}
-    local file="$work/$name.ivy" out="$work/$name.out" start secs status result
+    local file="$work/$name.ivy" out="$work/$name.out" start secs status result verdict=ok
     if [ -n "$script" ]; then
         sed -e "$script" "$here/$model" >"$file"
         if cmp -s "$here/$model" "$file"; then
-            echo "$name: the control's sed script changed nothing" >&2
-            failures=$((failures + 1))
+            echo "$name: the control's sed script changed nothing" >"$work/$name.report"
+            echo bad >"$work/$name.verdict"
             return
         fi
     else
@@ -66,23 +74,25 @@ run() {
     local failed
     failed=$(awk '/^ *\(internal\) / {act=$2} / \.\.\. FAIL$/ {n=$(NF-2); print act ":" n}' "$out" | sort -u)
     if [ "$expect" = pass ]; then
-        if [ $status -eq 0 ] && grep -q '^OK$' "$out"; then result=proved; else result=FAILED; fi
-        [ "$result" = proved ] || failures=$((failures + 1))
+        if [ $status -eq 0 ] && grep -q '^OK$' "$out"; then result=proved; else result=FAILED; verdict=bad; fi
     else
         local want=${expect#fail:}
         if [ $status -ne 0 ] && grep -qx "$want" <<<"$failed"; then
             result=fails
         else
             result=UNEXPECTED
-            failures=$((failures + 1))
+            verdict=bad
         fi
     fi
-    printf '%-24s %-40s %-10s %8s\n' "$name" "$expect" "$result" "$secs"
-    if [ "$result" = FAILED ] || [ "$result" = UNEXPECTED ]; then
-        grep -E 'error|FAIL' "$out" | head -20
-    elif [ "$expect" != pass ]; then
-        echo "    failed checks: $(echo $failed)"
-    fi
+    {
+        printf '%-24s %-40s %-10s %8s\n' "$name" "$expect" "$result" "$secs"
+        if [ $verdict = bad ]; then
+            grep -E 'error|FAIL' "$out" | head -20
+        elif [ "$expect" != pass ]; then
+            echo "    failed checks: $(echo $failed)"
+        fi
+    } >"$work/$name.report"
+    echo $verdict >"$work/$name.verdict"
 }
 
 # the tagged Treiber stack with epoch reclamation
@@ -102,5 +112,13 @@ run slot_rseq_no_fence slot_rseq.ivy fail:take_whole_fenced:read_free_excl 's/^\
 run slot_rseq_commit_first slot_rseq.ivy fail:alloc_commit:somewhere \
     's/^\(.*\)#@OK$/# \1/; s/^#@COMMIT_FIRST//'
 
-printf 'total %s s (install included), %d unexpected\n' "$(elapsed "$script_start")" "$failures"
+wait
+failures=0
+printf '%-24s %-40s %-10s %8s\n' model expect result "time(s)"
+for name in "${order[@]}"; do
+    cat "$work/$name.report" 2>/dev/null || echo "$name: no report"
+    [ "$(cat "$work/$name.verdict" 2>/dev/null)" = ok ] || failures=$((failures + 1))
+done
+printf 'total %s s (install included, %s runs at a time), %d unexpected\n' \
+    "$(elapsed "$script_start")" "$jobs" "$failures"
 [ $failures -eq 0 ]
