@@ -140,6 +140,45 @@
 //! pop uncounts after it unlinks) and the depot, which reports them and counts the
 //! occupied shelf places.
 //!
+//! ## Which checks hold each invariant
+//!
+//! Bounded checks explore every interleaving within stated bounds; the unbounded ones are
+//! inductive invariants proved for any number of threads, CPUs, nodes, magazines and
+//! items, of an abstract protocol (sequentially consistent; orderings are loom's). The
+//! table in `proofs/README.md` ("Map") names the bounded runs, its section 6 the Ivy
+//! models.
+//!
+//! - Invariant 1 (conservation): bounded by loom and shuttle (scenarios 1, 4, 6, 7, 8) and
+//!   SPIN (`cache.pml`, `depot.pml`, `fixedcap.pml`, `rseq.pml`); unbounded by Ivy in two
+//!   parts. `proofs/ivy/slot_rseq.ivy`: with restartable sequences, claims,
+//!   acknowledgements, fences and plain takes, every item is in exactly one place (a
+//!   slot's loaded or previous magazine, a thread's hands, outside the slots), and a
+//!   sequence in flight that read `FREE` is the only one that can change its slot's loaded
+//!   magazine, which no whole owner holds meanwhile. `proofs/ivy/depot_level.ivy`: every
+//!   magazine is in exactly one place (one of the three stacks, a shelf place, a slot, a
+//!   thread's hands) and every item in exactly one magazine, the program or the source.
+//!   Not proved unbounded: the cache paths around the slots (loose paths, the exhaustion
+//!   rule), which SPIN's `cache.pml` checks within its bounds.
+//! - Invariant 2 (memory safety, no ABA): bounded by loom (scenario 1) and SPIN
+//!   (`depot_tagged.pml`, `depot.pml`); unbounded by Ivy (`proofs/ivy/depot_stack.ivy`):
+//!   a pop's CAS wins only on the head and the `next` it read, no pinned pop reads a freed
+//!   node, every magazine's node is in exactly one place. Limit: the Ivy tag never wraps
+//!   (the 2^22 bound above is the SPIN control's and the stack's docs').
+//! - Invariant 3 (progress): bounded only (loom, shuttle, SPIN's `cache.pml`); Ivy proves
+//!   safety, not progress.
+//! - Invariant 4 (bounded memory): bounded by loom (scenarios 3, 4, 9) and SPIN
+//!   (`trim.pml`, `fixedcap.pml`); the working-set part unbounded by Ivy
+//!   (`proofs/ivy/depot_level.ivy`, with `Level`'s count and low-water mark as ghost sets
+//!   of the same sizes): the low-water mark `restart_interval` returns is at most the
+//!   interval's smallest count and at most the number of magazines that stayed in the
+//!   stack all the interval, so a trim never releases more than stayed unused. Not
+//!   proved unbounded: the `Fixed` and empty caps, the target re-check, two quiescent
+//!   trims reaching `target`, the shelves' and idle slots' share of `unused`.
+//! - Invariant 5 (accounting): bounded by loom (scenarios 1-3) and SPIN (`depot.pml`,
+//!   `fixedcap.pml`, `trim.pml`); unbounded by Ivy for `Level`'s count
+//!   (`proofs/ivy/depot_level.ivy`: count <= linked always, equal when no push or pop is
+//!   in flight, and a claimed pop never finds the stack empty), not for `Stack::len`.
+//!
 //! # CPU shelves
 //!
 //! Every push or pop of a depot stack is a few read-modify-writes on that stack's cache
