@@ -1,29 +1,37 @@
 //! Where each call goes, and the re-entrancy rule that makes it safe for the class caches
 //! to allocate through the allocator they serve.
 //!
-//! | call | thread outside the allocator | thread inside (flag set) |
+//! | call | thread outside the allocator | thread inside, or exiting |
 //! |---|---|---|
-//! | `alloc`, class-sized | the class's cache | the class's source, past its cache |
+//! | `alloc`, class-sized | the class's cache | the class's source, past its cache; the reserve when the system refuses a chunk |
 //! | `alloc`, large | its own mapping | its own mapping |
-//! | `dealloc`, class-sized | the class's cache | the class's source, past its cache |
+//! | `dealloc`, class-sized | the class's cache | the class's source (or the reserve), past its cache |
 //! | `dealloc`, large | unmapped | unmapped |
 //!
 //! A thread is *inside* while it runs a class cache's code (an allocation, a free, a
-//! trim, the statistics, a cache's creation). The caches allocate their own metadata
-//! (magazines, depot nodes, crossbeam-epoch's per-thread records and garbage bags)
-//! through the global allocator; with the flag set those allocations go straight to the
-//! class's source (its central free list, under its lock for the call only), which never
-//! calls a cache or allocates, so no chain of calls is longer than two. Metadata blocks are
-//! then ordinary blocks of their class: when the caches free them (a trim drops the
-//! magazines it emptied) their spans go back to the system like any other. The flag is a
-//! `const`-initialised thread-local `Cell<bool>` without a destructor: readable during
-//! thread exit, after crossbeam-epoch's own thread-local is gone.
+//! trim, the statistics, a cache's creation), and *exiting* once its exit marker's
+//! destructor ran. The caches allocate their own metadata (magazines, depot nodes,
+//! crossbeam-epoch's per-thread records and garbage bags) through the global allocator;
+//! inside, those allocations go straight to the class's source (its central free list,
+//! under its lock for the call only), which never calls a cache or allocates, so no chain
+//! of calls is longer than two. When the system refuses the source a chunk, they come
+//! from the static reserve (`reserve`): crossbeam-epoch aborts on a null. Metadata blocks
+//! are otherwise ordinary blocks of their class: when the caches free them (a trim drops
+//! the magazines it emptied) their spans go back to the system like any other. The state
+//! is a `const`-initialised thread-local `Cell` without a destructor: readable during
+//! thread exit.
 //!
-//! crossbeam-epoch frees garbage later, from any thread and whatever the flag says: a
-//! metadata block freed from outside goes into its class's cache like any block (it is
-//! one). A class block freed while inside (a depot node retired by a trim, or another
-//! library's garbage collected by an epoch pin in one of our caches) goes straight to its
-//! source instead of re-entering a cache from inside one.
+//! A thread's first allocation registers its epoch participant in the `magazine` crate's
+//! collector (`magazine::register_thread`), then its exit marker: thread-local
+//! destructors run in the reverse order of their registration, so the marker's runs
+//! first, and the participant's release (crossbeam-epoch moves the thread's garbage to a
+//! global queue node, an allocation) is made while exiting, like every allocation of the
+//! destructors that run after it.
+//!
+//! The epoch frees the crate's garbage later, from any thread and whatever the state
+//! says: a metadata block freed from outside goes into its class's cache like any block
+//! (it is one). A class block freed while inside (a depot node retired by a trim) goes
+//! straight to its source instead of re-entering a cache from inside one.
 
 use std::alloc::Layout;
 use std::cell::Cell;

@@ -60,16 +60,34 @@
 //!
 //! **Re-entrancy.** The caches allocate their own metadata (magazines, depot nodes,
 //! crossbeam-epoch's records, the caches themselves) through the global allocator, that
-//! is, through this one. A `const` thread-local flag marks a thread *inside* the
-//! allocator while it runs a cache; what it allocates then comes straight from the
-//! class's source, past the cache (a central free list under a lock held for the call
-//! only, which never calls a cache). Metadata blocks are ordinary blocks of their class,
-//! so memory the caches used for magazines goes back to the system with its spans once
-//! trims free those magazines. The sources never allocate; a class cache itself lives in
-//! a class block taken from a source the same way, for the life of the process. The rule
-//! in full, as an
-//! obligation of any allocator built on the cache:
+//! is, through this one. A `const` thread-local state marks a thread *inside* the
+//! allocator while it runs a cache, and from its exit marker on (a thread-local
+//! destructor registered at the thread's first allocation, after the thread's epoch
+//! participant, so that it runs before the participant is released); what the thread
+//! allocates then comes straight from the class's source, past the cache (a central free
+//! list under a lock held for the call only, which never calls a cache). Metadata blocks
+//! are ordinary blocks of their class, so memory the caches used for magazines goes back
+//! to the system with its spans once trims free those magazines. The sources never
+//! allocate; a class cache itself lives in a class block taken from a source the same
+//! way, for the life of the process. The rule in full, as an obligation of any allocator
+//! built on the cache:
 //! [`magazine::docs::obligations`](magazine::docs::obligations#inside-a-global-allocator).
+//!
+//! **Out of memory.** Every path returns null when the system refuses memory, and frees
+//! never fail: user allocations get null; the caches' own allocations may fail too (a
+//! class cache that cannot be built leaves its allocation null, one that cannot get a
+//! magazine hands blocks to and takes them from its source directly). crossbeam-epoch's
+//! allocations (a thread's participant record, garbage bags at a depot exchange and at
+//! thread exit) cannot fail gracefully: made while inside, they come from the class's
+//! source, else from a static reserve of 1 MiB (part of the program's image, so there
+//! even when no address space is left; [`MallocStats::reserve_in_use`]) that user
+//! allocations never reach. The program goes on, allocates again after freeing, and
+//! exits normally (`tests/out_of_memory.rs`, under `RLIMIT_AS`).
+//!
+//! **Foreign code.** The caches pin an epoch collector of the `magazine` crate's own: no
+//! other library's deferred function (crossbeam-epoch's default collector) runs inside
+//! an allocation. A panic that the design cannot exclude aborts the process with a
+//! message inside the `GlobalAlloc` methods, never unwinds out of them.
 //!
 //! **Trimming.** [`MagazineMalloc::trim`] trims every class cache: with the working-set
 //! rule a trim gives back what nobody used since the previous trim (idle CPU slots
@@ -114,10 +132,13 @@
 //!   through this allocator (they run while ours hold the locks). An allocation in the
 //!   child that finds the system's memory exhausted may wait for ever for an exhaustion
 //!   flush that a parent thread was running.
-//! - **Thread exit is slower.** A thread-local destructor that runs after
-//!   crossbeam-epoch's own (registered before the thread's first epoch pin) and misses
-//!   its magazines registers a short-lived epoch participant (a block from a source) at
-//!   every depot exchange: correct, but far slower than a hit.
+//! - **Out of memory, limits.** The reserve is shared with the caches' magazines while
+//!   the system refuses memory (trims give those back): a program that stays out of
+//!   memory through many depot exchanges can use it up, and then an epoch allocation
+//!   aborts. A thread's first allocation registers two thread-local destructors, for which
+//!   glibc allocates from its own heap and aborts when it cannot.
+//! - **Thread exit.** From a thread's exit marker on, its allocations and frees go
+//!   straight to the class sources (a lock hold each), past the caches.
 
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -131,7 +152,6 @@ use std::time::Duration;
 pub mod classes;
 mod stats;
 
-#[cfg(target_os = "linux")]
 #[cfg(target_os = "linux")]
 mod caches;
 #[cfg(not(target_os = "linux"))]

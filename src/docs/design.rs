@@ -84,7 +84,10 @@
 //! a node is never reused while a stale pointer to it could still win a compare-and-swap.
 //!
 //! Upheld by the depot's Treiber stack (`src/stack.rs`, which states the bound and the
-//! targets).
+//! targets). The epoch is a collector of the crate's own (`src/sync.rs`): its pins run
+//! only the crate's deferred frees, so the code that can run inside a cache call is the
+//! source, the cache's own, and those frees, never another library's garbage from
+//! crossbeam-epoch's default collector ([`obligations`](super::obligations#inside-a-global-allocator)).
 //!
 //! ## Invariant 3: progress
 //!

@@ -46,9 +46,31 @@
 //!   `sched_getcpu`; when that fails, a per-thread index. CI runs the whole test command
 //!   without glibc's areas.
 //! - **`sysconf(_SC_NPROCESSORS_CONF)` fails**: no sequences.
-//! - **Memory allocation fails** (a magazine, a depot node, crossbeam-epoch's records):
-//!   the global allocator's failure handling runs, which aborts by default, as for a
-//!   `Vec`.
+//! - **Memory allocation fails.** Every allocation the cache makes for itself is
+//!   fallible, and a failure degrades, never panics or aborts:
+//!   - building: [`Cache::try_with_config`](crate::Cache::try_with_config),
+//!     [`try_with_options`](crate::Cache::try_with_options) and
+//!     [`Cache::try_local`](crate::Cache::try_local) return the error (the slots, their
+//!     magazines, the depot's shelves; what was built is freed). `new`, `with_config`,
+//!     `with_options` and `local` abort then, as a `Vec` does;
+//!   - a miss that finds no empty magazine to fill from the source asks the source for one
+//!     item; a free into full magazines with no empty one to swap in, or with every slot
+//!     busy and no magazine in the depot, gives its item to the source (`free_batch` of
+//!     one); a magazine whose depot node cannot be allocated is refused like a `Fixed`
+//!     overflow (its items go to the source); a flush or trim that cannot replace a
+//!     slot's magazine leaves it, with its items, in the slot;
+//!   - with a panicking source at the same time, an item that an allocation held while a
+//!     refused magazine went to the source, and that finds no magazine to go into, is
+//!     leaked, never handed out twice.
+//!
+//!   crossbeam-epoch's own allocations (a thread's participant record at its first pin,
+//!   the garbage bags it moves to the global queue) are infallible: an allocator built on
+//!   the cache serves them from memory it reserves ([`obligations`](super::obligations#inside-a-global-allocator)).
+//!   `tests/out_of_memory.rs` runs every path under a global allocator that refuses the
+//!   cache's allocations and checks that no item is lost or handed out twice (mutant
+//!   `infallible_magazine`: the process aborts); `malloc/tests/out_of_memory.rs` runs
+//!   `magazine-malloc` out of address space under `RLIMIT_AS`.
+
 //!
 //! # Configuration at its edges
 //!

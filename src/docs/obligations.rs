@@ -84,8 +84,27 @@
 //!   a magazine's depot node at its first push, crossbeam-epoch's per-thread record at a
 //!   thread's first pin (and a short-lived one at every pin once that thread-local is gone,
 //!   during thread exit), garbage bags and queue nodes when a node is retired.
+//! - **At thread exit**, outside any cache call: the thread-local destructor of the
+//!   thread's epoch participant moves its garbage to the collector's global queue (a
+//!   queue node of about 2 KiB).
 //! - **On trim, flush and drop** it frees magazines and nodes; nodes are freed through the
-//!   epoch, later, by whichever thread's pin collects them, from any context.
+//!   epoch, later, by whichever thread's pin of the crate's collector collects them.
+//!
+//! The cache's own allocations may fail (a null from the allocator): the cache degrades
+//! ([`failures`](super::failures#system-calls-that-fail)). crossbeam-epoch's may not (it
+//! aborts on a null), so an allocator that must return null when memory runs out serves
+//! those from memory that user allocations cannot exhaust: `malloc/` serves every
+//! allocation made while the thread is marked (below) from the class's source, else from
+//! a static reserve. To mark thread exit's allocations as well, it calls
+//! [`register_thread`](crate::register_thread) at a thread's first allocation and then
+//! registers a thread-local destructor of its own, which runs before the participant's
+//! (destructors run in the reverse order of their registration) and marks the thread for
+//! the rest of its exit.
+//!
+//! What runs inside a cache call is the source, the cache's own code and the crate's own
+//! deferred frees (its depot nodes): the cache pins an epoch collector of its own, never
+//! crossbeam-epoch's process-wide default one, whose collection would run any library's
+//! deferred functions (a lock the caller holds, a panic) inside an allocation.
 //!
 //! Its source is called from inside those paths (with no CPU slot held, see
 //! [callbacks](#callbacks-must-not-re-enter-the-cache)). Without a rule, a miss would
@@ -93,11 +112,11 @@
 //! on, or takes a lock its own thread already holds. The rule that makes it safe, which
 //! is the obligation of the allocator around the cache and of its source:
 //!
-//! 1. **Mark the thread while it runs the cache.** Every call into a cache (allocation,
-//!    free, trim, statistics, construction) runs with a thread-local flag set. The flag is
-//!    a `const`-initialised `Cell<bool>` with no destructor, so it can be read during
-//!    thread exit, after crossbeam-epoch's own thread-local is gone, when destructors of
-//!    other thread-locals still allocate and free.
+//! 1. **Mark the thread while it runs the cache**, and during its exit. Every call into a
+//!    cache (allocation, free, trim, statistics, construction) runs with a thread-local
+//!    flag set, and so does everything after the thread's exit marker (above). The flag
+//!    is a `const`-initialised `Cell` with no destructor, so it can be read during
+//!    thread exit, when destructors of other thread-locals still allocate and free.
 //! 2. **While marked, allocate from memory that never calls a cache**: the class's source
 //!    directly, past its cache (what `malloc/` does: metadata blocks are then ordinary
 //!    blocks, and their memory goes back with the source's spans), a separate arena, or
@@ -107,9 +126,9 @@
 //!    source is an ordinary block of the class and may go into its cache when freed from
 //!    outside; a separate arena must recognise its blocks by address, whatever the flag
 //!    says, before routing by layout (a class, or a mapping).
-//! 4. **A cache's block freed while marked goes to its source, not into a cache.** Epoch
-//!    pins inside the cache also run other libraries' deferred frees; those blocks go
-//!    straight back to the source instead of re-entering a cache from inside one.
+//! 4. **A cache's block freed while marked goes to its source, not into a cache.** The
+//!    crate's deferred frees run inside pins of the cache; those blocks go straight back
+//!    to the source instead of re-entering a cache from inside one.
 //! 5. **The source never allocates and holds its locks only within its own calls.** It
 //!    keeps its state in the memory it manages (span descriptors, free blocks) and never
 //!    calls the cache or the allocator with a lock held.
