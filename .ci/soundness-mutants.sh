@@ -43,6 +43,7 @@ MUTANTS=(
   "refill_unguarded --test cache a_source_panicking_in_the_middle_of_a_batch"
   "default_collector --test foreign_garbage"
   "infallible_magazine --test out_of_memory"
+  "flag_ignores_process --test fork"
 )
 
 # The tests first, unmutated: they must pass, and say whether they ran or skipped.

@@ -10,6 +10,7 @@ use crossbeam_utils::CachePadded;
 use crate::depot::Depot;
 use crate::depot::Overflow;
 use crate::policy::{Config, Options};
+use crate::process_flag::ProcessFlag;
 use crate::slot::{Slot, SlotGuard, Taken};
 use crate::source::Source;
 use crate::stats::{OwnedCounter, SharedCounter, Stats};
@@ -83,9 +84,9 @@ pub struct Cache<S: Source> {
     ///
     /// | value | meaning         | transition                                                  |
     /// |-------|-----------------|-------------------------------------------------------------|
-    /// | false | no flush        | `compare_exchange(false, true, Acquire)` by the flushing thread |
-    /// | true  | flush running   | `store(false, Release)` by the same thread, also on unwind  |
-    flushing: AtomicBool,
+    /// | clear | no flush        | `try_set` (Acquire) by the flushing thread; a forked child takes a flag its parent held over |
+    /// | set   | flush running   | `clear` (Release) by the same thread, also on unwind        |
+    flushing: ProcessFlag,
     /// Where the slots are for the restartable sequences of `src/rseq.rs`, when the cache
     /// runs them (see [`Options::restartable_sequences`]).
     #[cfg(all(magazine_rseq, not(miri)))]
@@ -301,7 +302,7 @@ impl<S: Source> Cache<S> {
             source,
             counters: CacheCounters::default(),
             source_dry: AtomicBool::new(false),
-            flushing: AtomicBool::new(false),
+            flushing: ProcessFlag::new(),
             #[cfg(all(magazine_rseq, not(miri)))]
             sequences,
         })

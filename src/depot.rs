@@ -7,9 +7,10 @@ use crossbeam_utils::CachePadded;
 
 use crate::magazine::Magazine;
 use crate::policy::{Config, DepotPolicy, Options, Trim};
+use crate::process_flag::ProcessFlag;
 use crate::shelf::Shelf;
 use crate::stack::Stack;
-use crate::sync::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{AtomicUsize, Ordering};
 
 /// The global depot between the per-CPU slots (and per-thread handles) and the source.
 ///
@@ -64,9 +65,9 @@ pub(crate) struct Depot<T> {
     ///
     /// | value | meaning       | transition                                   |
     /// |-------|---------------|----------------------------------------------|
-    /// | false | no trim       | `swap(true, Acquire)` by the trimming thread |
-    /// | true  | trim running  | `store(false, Release)` by the same thread   |
-    trimming: AtomicBool,
+    /// | clear | no trim       | `try_set` (Acquire) by the trimming thread; a forked child takes a flag its parent held over |
+    /// | set   | trim running  | `clear` (Release) by the same thread         |
+    trimming: ProcessFlag,
 }
 
 impl<T> Depot<T> {
@@ -89,7 +90,7 @@ impl<T> Depot<T> {
             short: AtomicUsize::new(0),
             partial_items: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
-            trimming: AtomicBool::new(false),
+            trimming: ProcessFlag::new(),
         })
     }
 
@@ -276,7 +277,7 @@ impl<T> Depot<T> {
         reclaim: impl FnOnce() -> usize,
         mut release: impl FnMut(Magazine<T>),
     ) -> usize {
-        if self.trimming.swap(true, Ordering::Acquire) {
+        if !self.trimming.try_set() {
             return 0;
         }
         let _running = TrimRunning(&self.trimming);
@@ -539,11 +540,11 @@ impl<T> Near<'_, T> {
 }
 
 /// Clears the `trimming` flag when a trim ends, also by unwinding from a panicking source.
-struct TrimRunning<'a>(&'a AtomicBool);
+struct TrimRunning<'a>(&'a ProcessFlag);
 
 impl Drop for TrimRunning<'_> {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        self.0.clear();
     }
 }
 

@@ -173,6 +173,7 @@ mod magazine;
 pub mod model;
 mod pair;
 mod policy;
+mod process_flag;
 #[cfg(all(feature = "std", not(magazine_model)))]
 mod reaper;
 #[cfg(all(magazine_rseq, not(miri)))]

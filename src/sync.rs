@@ -190,6 +190,16 @@ pub(crate) fn pin() -> Guard {
     HANDLE.with(|handle| handle.pin())
 }
 
+/// The calling process's id, which tells a flag copied by `fork` from one held here
+/// ([`ProcessFlag`](crate::process_flag::ProcessFlag)); one process under the model
+/// checkers and without `std`.
+pub(crate) fn process_id() -> usize {
+    #[cfg(all(feature = "std", not(magazine_model)))]
+    return std::process::id() as usize;
+    #[cfg(not(all(feature = "std", not(magazine_model))))]
+    1
+}
+
 /// OS threads, for the reaper (never model-checked: it only calls `trim`).
 #[cfg(all(feature = "std", not(magazine_model)))]
 pub(crate) mod thread {

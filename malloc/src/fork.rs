@@ -13,8 +13,8 @@
 //! dead threads (`magazine::docs::obligations`, "Fork"): a CPU slot that a dead thread
 //! owned is busy for good (a miss; its items leak), a dead thread's epoch pin keeps the
 //! child's epoch garbage. Trims hold the trim lock, so that none is half done at the fork:
-//! a cache's trim that a dead thread had started would turn every later trim of that
-//! cache into a no-op.
+//! the magazines a trim has in hand would leak in the child (its flag, which the child
+//! takes over, would not stop the child's trims).
 //!
 //! Handlers registered with `pthread_atfork` before ours run while ours hold the locks
 //! (their prepare after ours, their parent and child before ours): they must not allocate

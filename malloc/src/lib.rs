@@ -129,9 +129,7 @@
 //!   whose other slots, depot and spans serve it; the blocks in that slot leak there,
 //!   and a thread pinned in crossbeam-epoch then keeps what the child retires unfreed.
 //!   Other `pthread_atfork` handlers registered before that first setup must not allocate
-//!   through this allocator (they run while ours hold the locks). An allocation in the
-//!   child that finds the system's memory exhausted may wait for ever for an exhaustion
-//!   flush that a parent thread was running.
+//!   through this allocator (they run while ours hold the locks).
 //! - **Out of memory, limits.** The reserve is shared with the caches' magazines while
 //!   the system refuses memory (trims give those back): a program that stays out of
 //!   memory through many depot exchanges can use it up, and then an epoch allocation

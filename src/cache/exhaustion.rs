@@ -5,9 +5,10 @@
 
 use crate::magazine::Magazine;
 use crate::pair::MagazinePair;
+use crate::process_flag::ProcessFlag;
 use crate::slot::{Slot, SlotGuard, Taken};
 use crate::source::Source;
-use crate::sync::{AtomicBool, Backoff, Ordering};
+use crate::sync::{Backoff, Ordering};
 
 use super::release::{KeepItem, Rescue};
 use super::Cache;
@@ -36,11 +37,7 @@ impl<S: Source> Cache<S> {
         }
         // Nothing cached that we could reach: offer back what is left (slots that were
         // busy a moment ago, magazines pushed meanwhile), one flush at a time.
-        if self
-            .flushing
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
+        if self.flushing.try_set() {
             let flushing = ClearOnDrop(&self.flushing);
             let (item, refused) = self.flush_until_found(&mut home);
             if cfg!(magazine_mutant = "flush_flag_stays_set") {
@@ -57,7 +54,7 @@ impl<S: Source> Cache<S> {
         } else {
             // Meanwhile, steal: the flush takes one slot at a time, thieves take others.
             let backoff = Backoff::new();
-            while self.flushing.load(Ordering::Acquire) {
+            while self.flushing.is_set() {
                 if let Some(item) = self.take_cached(&mut home, true) {
                     return Some(item);
                 }
@@ -424,10 +421,10 @@ pub(crate) enum Home<'p, T> {
 }
 
 /// Clears a flag when dropped, also when unwinding from a panicking source.
-struct ClearOnDrop<'a>(&'a AtomicBool);
+struct ClearOnDrop<'a>(&'a ProcessFlag);
 
 impl Drop for ClearOnDrop<'_> {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        self.0.clear();
     }
 }

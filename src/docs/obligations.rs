@@ -157,19 +157,21 @@
 //!   in crossbeam-epoch stops the epoch: what the child retires is never freed.
 //! - **What it may call.** [`Cache::alloc`], [`Cache::free`], their `_on` forms,
 //!   [`Cache::alloc_cached_where`], [`Cache::trim`], [`Cache::try_flush`] and
-//!   [`Cache::stats`], with two caveats: a trim that a dead thread was running leaves
-//!   every later trim of that cache a no-op, and an allocation that finds the source
-//!   exhausted (see [the exhaustion rule](super::design#the-exhaustion-rule)) while a dead
-//!   thread's exhaustion flush holds its flag waits for ever. **Not** [`Cache::flush`],
+//!   [`Cache::stats`]. The flags that one thread holds at a time (a trim's, the
+//!   exhaustion flush's) record their holder's process id, so a flag that a dead thread
+//!   held is taken over in the child, never waited for (a child forked inside a new PID
+//!   namespace by a parent whose own id there is the child's, 1 for 1, would not tell
+//!   them apart). **Not** [`Cache::flush`],
 //!   [`Cache::flush_cpu`] or [`Cache::cached`], which wait for each slot's owner, nor the
 //!   cache's drop, which would empty a slot that a dead owner left half updated: leak the
-//!   cache instead.
+//!   cache instead (`tests/fork.rs`: a child forked while a parent thread trims trims).
 //! - **What the allocator on it must do.** The source's locks are the adopter's: a
 //!   source lock held by a dead thread hangs the child at its next refill or flush. Take
 //!   every lock of the source (and any other lock the allocator's paths take) before the
 //!   fork, in the order the code nests them, and release them after it in the parent and
-//!   in the child (`pthread_atfork`). Trims run under such a lock too, so that none is
-//!   half done at the fork. `malloc/src/fork.rs` does both. [`IovaDomain`] keeps its
+//!   in the child (`pthread_atfork`). Trims may run under such a lock too, so that no
+//!   trim has magazines in hand at the fork (they would leak in the child).
+//!   `malloc/src/fork.rs` does both. [`IovaDomain`] keeps its
 //!   ranges under a lock of its own that no fork handler holds: a child must not use a
 //!   domain that other threads of its parent were using.
 //!
