@@ -167,14 +167,10 @@ fn exhausted_address_space_scenario() {
     // SAFETY: a valid `rlimit`; lowering a soft limit needs no privilege.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &rlimit) }, 0);
 
-    // Everything until each path says no: the large path, then every class.
+    // Everything until each path says no (a null): the large path, then every class.
+    // (An allocation only tested for null is not checked again: the compiler may remove
+    // an allocation whose block is never used, and fold the test.)
     held.exhaust_all();
-    let large = Layout::from_size_align(1 << 20, 8).unwrap();
-    // SAFETY: a layout of nonzero size.
-    check(
-        unsafe { alloc(large) }.is_null(),
-        "the large path is exhausted",
-    );
     check(
         held.0.len() > 1000,
         "the limit was reached after some blocks",
