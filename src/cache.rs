@@ -214,7 +214,7 @@ impl<S: Source> Cache<S> {
             core::alloc::Layout::array::<S::Item>(config.magazine_size).is_ok(),
             "capacity overflow"
         );
-        let refused = slots_layout::<S::Item>(&config);
+        let refused = magazine_layout::<S::Item>(&config);
         Self::try_with_options(source, config, options)
             .unwrap_or_else(|_| alloc::alloc::handle_alloc_error(refused))
     }
@@ -1212,9 +1212,9 @@ impl<S: Source> Cache<S> {
     }
 }
 
-/// What `with_options` reports to `handle_alloc_error` when the memory for a cache is
-/// refused: one magazine's storage (the slots hold `2 * cpus` of them).
-fn slots_layout<T>(config: &Config) -> core::alloc::Layout {
+/// What the aborting constructors (`with_options`, `local`) report to
+/// `handle_alloc_error` when memory is refused: one magazine's storage.
+pub(crate) fn magazine_layout<T>(config: &Config) -> core::alloc::Layout {
     core::alloc::Layout::array::<T>(config.magazine_size).unwrap_or(core::alloc::Layout::new::<T>())
 }
 

@@ -146,10 +146,9 @@ impl<S: Source> Cache<S> {
     /// process aborts, as for any `Vec` ([`try_local`](Self::try_local) returns the error).
     pub fn local(&self) -> LocalCache<'_, S> {
         self.try_local().unwrap_or_else(|_| {
-            let magazine = core::alloc::Layout::array::<S::Item>(self.config().magazine_size);
-            alloc::alloc::handle_alloc_error(
-                magazine.unwrap_or(core::alloc::Layout::new::<S::Item>()),
-            )
+            alloc::alloc::handle_alloc_error(crate::cache::magazine_layout::<S::Item>(
+                self.config(),
+            ))
         })
     }
 
