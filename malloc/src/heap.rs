@@ -3,7 +3,7 @@
 //!
 //! | call | thread outside the allocator | thread inside, or exiting |
 //! |---|---|---|
-//! | `alloc`, class-sized | the class's cache | the class's source, past its cache; the reserve when the system refuses a chunk |
+//! | `alloc`, class-sized | the class's cache | the class's source, past its cache; for a span class, the reserve when the system refuses a chunk |
 //! | `alloc`, large | its own mapping | its own mapping |
 //! | `dealloc`, class-sized | the class's cache | the class's source (or the reserve), past its cache |
 //! | `dealloc`, large | unmapped | unmapped |
@@ -39,7 +39,7 @@ use std::ptr;
 
 use crate::classes::{self, CLASSES};
 use crate::stats::{ClassStats, MallocStats};
-use crate::{caches, fork, large, os, reserve, source, span};
+use crate::{caches, fork, large, os, pages, reserve, source, span};
 
 /// Where a thread stands (see the module docs).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -259,6 +259,7 @@ pub(crate) fn stats() -> MallocStats {
         spans_free: spans.free,
         spans_returned: spans.returned,
         chunk_bytes: spans.chunks * span::CHUNK,
+        page_bytes: pages::mapped(),
         large_bytes: large::mapped(),
         metadata_in_use: caches::cache_bytes(),
         reserve_in_use: reserve::in_use(),

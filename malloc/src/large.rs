@@ -1,6 +1,6 @@
-//! Large allocations: more than 32 KiB, or aligned to more than a class serves. Each is a
-//! mapping of its own, a whole number of pages, unmapped when freed: its memory goes back
-//! to the system at once, and no cache keeps it.
+//! Large allocations: more than 1 MiB, or aligned to more than a class serves (32 KiB, a
+//! page above 32 KiB). Each is a mapping of its own, a whole number of pages, unmapped
+//! when freed: its memory goes back to the system at once, and no cache keeps it.
 
 use std::alloc::Layout;
 use std::ptr;

@@ -31,15 +31,18 @@
 //!
 //! # Design
 //!
-//! **Classes** ([`classes`]). 80 block sizes from 8 B to 32 KiB in tcmalloc's spacing
-//! (multiples of 8 to 64, then 8 per doubling): a request of 64 B or more wastes at most
-//! 12.5% of its block. Two small tables map a size to its class in O(1). An alignment up
-//! to 32 KiB is served by the smallest class that is a multiple of it (blocks sit at
-//! multiples of their size from 64 KiB-aligned span starts). Larger or more aligned
-//! requests get a mapping of their own (`mmap`, over-mapped and trimmed when aligned
-//! beyond a page), unmapped when freed; `realloc` moves those aligned to a page at most
-//! with `mremap`, and copies the others (`mremap` keeps only a page's alignment). Rust
-//! passes the layout to `dealloc`, so blocks carry no header.
+//! **Classes** ([`classes`]). 100 block sizes from 8 B to 1 MiB. The 80 *span classes*,
+//! up to 32 KiB, are in tcmalloc's spacing (multiples of 8 to 64, then 8 per doubling): a
+//! request of 64 B or more wastes at most 12.5% of its block. The 20 *page classes*, above
+//! 32 KiB, have 4 per doubling, and each of their blocks is a mapping of its own, whose
+//! tail beyond the request is never touched (so not resident). Three small tables map a
+//! size to its class in O(1). An alignment up to 32 KiB is served by the smallest span
+//! class that is a multiple of it (blocks sit at multiples of their size from 64 KiB-aligned
+//! span starts), up to a page by a page class. Larger or more aligned requests get a
+//! mapping of their own (`mmap`, over-mapped and trimmed when aligned beyond a page),
+//! unmapped when freed; `realloc` moves those aligned to a page at most with `mremap`, and
+//! copies the others (`mremap` keeps only a page's alignment). Rust passes the layout to
+//! `dealloc`, so blocks carry no header.
 //!
 //! **Caches.** A class's `magazine::Cache` is created at its first allocation (an atomic
 //! pointer per class; of two threads that race, the loser drops its cache), so unused
@@ -57,6 +60,11 @@
 //! (`Source::alloc_batch`, one lock hold) and gives whole magazines back. When all of a
 //! span's blocks are back, its pages are given to the system (`madvise(MADV_DONTNEED)`)
 //! and the span goes to a free list shared by every class of its size.
+//!
+//! **Page classes.** A page class's source maps a block when its cache misses and unmaps
+//! it when the cache gives it back (trims); in between the block is cached like any
+//! other, pages resident, so a program that frees a 200 KiB buffer and asks for another
+//! gets the same pages back with no system call and no page fault.
 //!
 //! **Re-entrancy.** The caches allocate their own metadata (magazines, depot nodes,
 //! crossbeam-epoch's records, the caches themselves) through the global allocator, that
@@ -99,7 +107,10 @@
 //! **Memory cost.** Per CPU and class used: at most two magazines of blocks in the CPU's
 //! slot, 2 x [`classes::magazine_size`] x size (1 KiB for the 8 B class, about 32 KiB
 //! from 256 B to 4 KiB, 256 KiB for the 32 KiB class; about 4 MiB if one CPU used every
-//! class). As metadata, in class blocks: a class's cache itself
+//! span class). Page classes: at most 256 KiB per CPU for those up to 128 KiB, two blocks
+//! above (2 MiB for the 1 MiB class); about 15 MiB if one CPU used every page class. A
+//! freed page-class block keeps its mapping (address space and touched pages) until a
+//! trim gives it back. As metadata, in class blocks: a class's cache itself
 //! ([`MallocStats::metadata_in_use`] counts those) and, per CPU, its slot, shelf and two
 //! magazines' arrays of `magazine_size` addresses each. After trims, a class's depot
 //! keeps no full magazine. A cached block also costs 8 bytes of metadata (its address in
@@ -114,10 +125,12 @@
 //! - **Fragmentation.** A span goes back only when every block in it is back; one
 //!   long-lived block keeps its span's touched pages resident. Chunks (address space) are
 //!   never unmapped.
-//! - **Large blocks are not cached.** Every allocation above 32 KiB is an `mmap` and its
-//!   free a `munmap` (two system calls, and page faults on first touch), where glibc
-//!   keeps blocks up to 128 KiB and more in its heaps: a program that churns blocks of
-//!   32 KiB to a few hundred KiB pays that on every pair.
+//! - **Blocks above 1 MiB are not cached.** Each is an `mmap` and its free a `munmap` (two
+//!   system calls, and page faults on first touch), as in glibc above its threshold.
+//! - **A mapping per page-class block.** Linux limits a process's mappings
+//!   (`vm.max_map_count`, 65,530 by default), and neighbouring blocks merge into one only
+//!   sometimes: a program with tens of thousands of live blocks of 32 KiB to 1 MiB can reach
+//!   that limit, and then allocations fail (null).
 //! - **No checks.** A double free or a foreign pointer corrupts the heap, as with most
 //!   allocators (the cache cannot see one: `magazine::docs::obligations`).
 //! - **Not async-signal-safe**, like any allocator with locks: a signal handler must not
@@ -162,6 +175,8 @@ mod heap;
 mod large;
 #[cfg(target_os = "linux")]
 mod os;
+#[cfg(target_os = "linux")]
+mod pages;
 #[cfg(target_os = "linux")]
 mod reserve;
 #[cfg(target_os = "linux")]

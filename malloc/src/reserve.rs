@@ -18,7 +18,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::classes::{self, CLASSES};
+use crate::classes::{self, SPAN_CLASSES};
 
 /// The reserve's size: room for about 400 of crossbeam-epoch's largest records (about
 /// 2 KiB each) at once, which a thousand threads exiting at once under memory exhaustion
@@ -36,16 +36,16 @@ unsafe impl Sync for Region {}
 
 static REGION: Region = Region(UnsafeCell::new([0; BYTES]));
 
-/// The bump index and a free list per class (0 for none), linked through each free
+/// The bump index and a free list per span class (0 for none), linked through each free
 /// block's first word.
 pub(crate) struct State {
     carved: usize,
-    free: [usize; CLASSES],
+    free: [usize; SPAN_CLASSES],
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
     carved: 0,
-    free: [0; CLASSES],
+    free: [0; SPAN_CLASSES],
 });
 
 /// Bytes of reserve blocks out now (statistics).
@@ -68,8 +68,13 @@ pub(crate) fn contains(block: usize) -> bool {
     block.wrapping_sub(start()) < BYTES
 }
 
-/// A block of `class` from the reserve; null when it is exhausted.
+/// A block of `class` from the reserve; null when it is exhausted, or for a page class
+/// (crossbeam-epoch's records and bags are span-class blocks; a cache's own arrays may be
+/// larger on a machine with many CPUs, and their creation fails gracefully).
 pub(crate) fn alloc(class: usize) -> *mut u8 {
+    if classes::is_page_class(class) {
+        return ptr::null_mut();
+    }
     let size = classes::class_size(class);
     // A class block's alignment: the largest power of two dividing its size (class
     // lookups choose a class whose size is a multiple of the alignment asked for).

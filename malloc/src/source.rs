@@ -1,5 +1,6 @@
 //! A class's [`Source`]: the central free list behind its cache, which hands out blocks
-//! carved from spans and takes them back a magazine at a time.
+//! carved from spans and takes them back a magazine at a time. (A page class's source
+//! maps and unmaps its blocks instead: `pages`.)
 //!
 //! Each class keeps the spans that have blocks to hand out in a list, under a lock. A
 //! block handed out comes from its span's list of given-back blocks, else from the span's
@@ -15,9 +16,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use magazine::Source;
 
-use crate::classes::{self, CLASSES};
-use crate::reserve;
+use crate::classes::{self, SPAN_CLASSES};
 use crate::span::{self, Span};
+use crate::{pages, reserve};
 
 /// Blocks moved per lock hold; a batch is gathered under the lock into a buffer on the
 /// stack and handed to the cache after it (the cache's magazines hold at most 64).
@@ -42,7 +43,7 @@ struct Central {
     out: AtomicUsize,
 }
 
-static CENTRAL: [Central; CLASSES] = [const {
+static CENTRAL: [Central; SPAN_CLASSES] = [const {
     Central {
         spans: Mutex::new(Spans {
             head: ptr::null_mut(),
@@ -50,7 +51,7 @@ static CENTRAL: [Central; CLASSES] = [const {
         held: AtomicUsize::new(0),
         out: AtomicUsize::new(0),
     }
-}; CLASSES];
+}; SPAN_CLASSES];
 
 /// The source of one class's cache: a handle on the class's central free list.
 #[derive(Clone, Copy, Debug)]
@@ -144,13 +145,14 @@ fn lock(class: usize) -> MutexGuard<'static, Spans> {
 
 /// Every class's lock, held across a `fork` (see `fork`).
 pub(crate) struct Locked {
-    _guards: [Option<MutexGuard<'static, Spans>>; CLASSES],
+    _guards: [Option<MutexGuard<'static, Spans>>; SPAN_CLASSES],
 }
 
-/// Takes every class's lock, in class order. No thread holds two class locks (the source
-/// never allocates), and a class lock is taken before a span pool's (`take`), never after.
+/// Takes every span class's lock, in class order (page classes have none). No thread holds
+/// two class locks (the source never allocates), and a class lock is taken before a span
+/// pool's (`take`), never after.
 pub(crate) fn lock_all() -> Locked {
-    let mut held = [const { None }; CLASSES];
+    let mut held = [const { None }; SPAN_CLASSES];
     for (class, guard) in held.iter_mut().enumerate() {
         *guard = Some(lock(class));
     }
@@ -160,6 +162,9 @@ pub(crate) fn lock_all() -> Locked {
 /// Fills `blocks` with blocks of `class`; returns how many (fewer when the system
 /// refuses a new chunk).
 fn take(class: usize, blocks: &mut [usize]) -> usize {
+    if classes::is_page_class(class) {
+        return pages::take(class, blocks);
+    }
     let size = classes::class_size(class);
     let kind = span_kind(class);
     let mut spans = lock(class);
@@ -229,6 +234,10 @@ fn take(class: usize, blocks: &mut [usize]) -> usize {
 /// Each block was handed out by [`take`] (or by `reserve::alloc`) for `class` and is
 /// given back once.
 unsafe fn give(class: usize, blocks: &[usize]) {
+    if classes::is_page_class(class) {
+        // SAFETY: the caller's contract: blocks `pages::take` handed out for `class`.
+        return unsafe { pages::give(class, blocks) };
+    }
     let mut empty: *mut Span = ptr::null_mut();
     let mut reserved = 0;
     {
@@ -315,8 +324,11 @@ unsafe fn unlink(spans: &mut Spans, span: &mut Span) {
     span.listed = false;
 }
 
-/// A class's span and block counts, for statistics.
+/// A class's span and block counts, for statistics (a page class holds no span).
 pub(crate) fn counts(class: usize) -> (usize, usize) {
+    if classes::is_page_class(class) {
+        return (0, pages::out(class));
+    }
     let central = &CENTRAL[class];
     (
         central.held.load(Ordering::Relaxed),

@@ -22,6 +22,9 @@ pub struct MallocStats {
     /// Bytes of address space mapped for spans (4 MiB chunks, never unmapped; resident
     /// only where spans are in use).
     pub chunk_bytes: usize,
+    /// Bytes mapped for page-class blocks now (above 32 KiB, each a mapping of its own,
+    /// cached or in use; unmapped when a trim gives them back).
+    pub page_bytes: usize,
     /// Bytes mapped for large allocations now (each unmapped when freed).
     pub large_bytes: usize,
     /// Bytes of the class blocks that hold the class caches themselves (their
@@ -34,9 +37,10 @@ pub struct MallocStats {
 }
 
 impl MallocStats {
-    /// Bytes mapped readable and writable: chunks and large allocations.
+    /// Bytes mapped readable and writable: chunks, page-class blocks and large
+    /// allocations.
     pub fn bytes_mapped(&self) -> usize {
-        self.chunk_bytes + self.large_bytes
+        self.chunk_bytes + self.page_bytes + self.large_bytes
     }
 
     /// The sum of every class's cache counters that a program watches: (allocation hits,
@@ -68,9 +72,10 @@ pub struct ClassStats {
     /// Its cache's counters: hits, source calls and items (`source_alloc_calls`,
     /// `source_allocs`, `source_free_calls`, `source_frees`), magazines `trimmed`, depot.
     pub cache: magazine::Stats,
-    /// Spans the class holds now.
+    /// Spans the class holds now (0 for a page class).
     pub spans: usize,
-    /// Blocks out of the class's spans' free lists now: cached in magazines or in use.
+    /// Blocks out of the class's source now: cached in magazines or in use (for a page
+    /// class, its blocks mapped now).
     pub blocks_out: usize,
 }
 
@@ -82,13 +87,14 @@ impl fmt::Display for MallocStats {
             f,
             "{} classes: {allocs} alloc hits, {frees} free hits, {calls} source calls, \
              {trimmed} magazines trimmed; spans {} held {} free {} returned; mapped {} KiB \
-             (chunks {} KiB, large {} KiB; the caches themselves {} KiB)",
+             (chunks {} KiB, page classes {} KiB, large {} KiB; the caches themselves {} KiB)",
             self.classes.len(),
             self.spans_held,
             self.spans_free,
             self.spans_returned,
             self.bytes_mapped() >> 10,
             self.chunk_bytes >> 10,
+            self.page_bytes >> 10,
             self.large_bytes >> 10,
             self.metadata_in_use >> 10,
         )?;

@@ -1,0 +1,72 @@
+//! The source of the page classes (above 32 KiB, to 1 MiB): each block is a mapping of its
+//! own, of the class's size in whole pages, made when the class's cache misses and
+//! unmapped when the cache gives the block back (a trim, or a depot that overflows into
+//! it). Between the two the block lives in the class's cache like any other, pages
+//! resident: a program that frees a 200 KiB buffer and allocates another gets the same
+//! pages back, with no system call and no page fault.
+//!
+//! The blocks' own pages are all the books there are: no list, no lock. A block's tail
+//! beyond the largest request it served is never touched, so never resident.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::classes::{self, CLASSES, SPAN_CLASSES};
+use crate::os;
+
+/// Bytes mapped for page-class blocks now, cached or in use (statistics).
+static MAPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// Blocks of each page class out now: cached or in use (statistics).
+static OUT: [AtomicUsize; CLASSES - SPAN_CLASSES] =
+    [const { AtomicUsize::new(0) }; CLASSES - SPAN_CLASSES];
+
+/// The mapping's length of a block of `class`: its size in whole pages.
+fn length(class: usize) -> usize {
+    let page = os::page_size();
+    (classes::class_size(class) + page - 1) & !(page - 1)
+}
+
+/// Fills `blocks` with fresh blocks of page class `class`; returns how many (fewer when
+/// the system refuses a mapping).
+pub(crate) fn take(class: usize, blocks: &mut [usize]) -> usize {
+    let len = length(class);
+    let mut n = 0;
+    for slot in blocks.iter_mut() {
+        let Some(block) = os::map(len) else { break };
+        *slot = block;
+        n += 1;
+    }
+    MAPPED.fetch_add(n * len, Ordering::Relaxed);
+    OUT[class - SPAN_CLASSES].fetch_add(n, Ordering::Relaxed);
+    n
+}
+
+/// Unmaps `blocks` of page class `class`.
+///
+/// # Safety
+///
+/// Each block was handed out by [`take`] for `class`, is given back once, and nobody uses
+/// it any more.
+pub(crate) unsafe fn give(class: usize, blocks: &[usize]) {
+    let len = length(class);
+    // MUTANT: the blocks stay mapped (and counted), never given back to the system.
+    if cfg!(magazine_mutant = "pages_never_unmapped") {
+        return;
+    }
+    for &block in blocks {
+        // SAFETY: the caller's contract: a whole mapping of ours that nobody uses.
+        unsafe { os::unmap(block, len) };
+    }
+    MAPPED.fetch_sub(blocks.len() * len, Ordering::Relaxed);
+    OUT[class - SPAN_CLASSES].fetch_sub(blocks.len(), Ordering::Relaxed);
+}
+
+/// Bytes mapped for page-class blocks now.
+pub(crate) fn mapped() -> usize {
+    MAPPED.load(Ordering::Relaxed)
+}
+
+/// Blocks of page class `class` out now.
+pub(crate) fn out(class: usize) -> usize {
+    OUT[class - SPAN_CLASSES].load(Ordering::Relaxed)
+}
