@@ -25,7 +25,7 @@ failed=0
 for entry in "bump_repeats_last conservation" "spans_never_return trim" \
   "realloc_shrinks_in_place realloc" "large_realloc_ignores_alignment realloc" \
   "no_fork_handlers fork" "no_reserve out_of_memory" "no_exit_marker out_of_memory" \
-  "pages_never_unmapped pages"; do
+  "pages_never_unmapped pages" "large_kept_for_ever large"; do
   read -r mutant test <<<"$entry"
   cargo clean -p magazine-malloc >/dev/null 2>&1 || true
   MAGAZINE_MUTANT=$mutant cargo test -p magazine-malloc --test "$test" --no-run >"$log" 2>&1 ||

@@ -5,7 +5,8 @@
 //! hangs. So the allocator registers `pthread_atfork` handlers at its first setup: before
 //! the fork, the forking thread takes every lock of the allocator (the trim lock, then
 //! each class's central free list in class order, then each span pool in kind order, then
-//! the metadata reserve's: the order in which the code nests them), and after it, in the parent and in the child,
+//! the metadata reserve's, then the kept large mappings': the order in which the code
+//! nests them; the last two are never held with another), and after it, in the parent and in the child,
 //! releases them. The child thus starts with every lock free and every central list and
 //! pool whole.
 //!
@@ -24,7 +25,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::{reserve, source, span};
+use crate::{large, reserve, source, span};
 
 /// Serialises trims (see the module docs).
 static TRIM: Mutex<()> = Mutex::new(());
@@ -38,6 +39,7 @@ struct Held {
     _classes: source::Locked,
     _pools: span::Locked,
     _reserve: MutexGuard<'static, reserve::State>,
+    _large: MutexGuard<'static, large::Retained>,
 }
 
 /// Where the prepare handler keeps the guards until the parent's or child's handler drops
@@ -85,6 +87,7 @@ extern "C" fn prepare() {
         _classes: source::lock_all(),
         _pools: span::lock_all(),
         _reserve: reserve::lock(),
+        _large: large::lock(),
     };
     // SAFETY: we hold every lock of the allocator (see `HeldCell`).
     unsafe { *HELD.0.get() = Some(held) };

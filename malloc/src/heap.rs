@@ -4,9 +4,9 @@
 //! | call | thread outside the allocator | thread inside, or exiting |
 //! |---|---|---|
 //! | `alloc`, class-sized | the class's cache | the class's source, past its cache; for a span class, the reserve when the system refuses a chunk |
-//! | `alloc`, large | its own mapping | its own mapping |
+//! | `alloc`, large | a kept mapping, else its own | a kept mapping, else its own |
 //! | `dealloc`, class-sized | the class's cache | the class's source (or the reserve), past its cache |
-//! | `dealloc`, large | unmapped | unmapped |
+//! | `dealloc`, large | kept, or unmapped | kept, or unmapped |
 //!
 //! A thread is *inside* while it runs a class cache's code (an allocation, a free, a
 //! trim, the statistics, a cache's creation), and *exiting* once its exit marker's
@@ -143,7 +143,7 @@ pub(crate) fn alloc(layout: Layout) -> *mut u8 {
 #[inline]
 pub(crate) fn alloc_zeroed(layout: Layout) -> *mut u8 {
     if classes::lookup(layout.size(), layout.align()).is_none() {
-        return large::alloc(layout); // a fresh mapping reads as zeroes
+        return large::alloc_zeroed(layout); // a fresh mapping reads as zeroes
     }
     let block = alloc(layout);
     if !block.is_null() {
@@ -231,6 +231,7 @@ pub(crate) fn trim() {
             cache.trim();
         }
     }
+    large::trim();
 }
 
 pub(crate) fn stats() -> MallocStats {
@@ -261,6 +262,7 @@ pub(crate) fn stats() -> MallocStats {
         chunk_bytes: spans.chunks * span::CHUNK,
         page_bytes: pages::mapped(),
         large_bytes: large::mapped(),
+        large_kept_bytes: large::kept(),
         metadata_in_use: caches::cache_bytes(),
         reserve_in_use: reserve::in_use(),
     }

@@ -1,15 +1,150 @@
 //! Large allocations: more than 1 MiB, or aligned to more than a class serves (32 KiB, a
-//! page above 32 KiB). Each is a mapping of its own, a whole number of pages, unmapped
-//! when freed: its memory goes back to the system at once, and no cache keeps it.
+//! page above 32 KiB). Each is a mapping of its own, a whole number of pages.
+//!
+//! A freed large mapping aligned to a page is kept for reuse ([`Retained`]): up to
+//! [`RETAINED_SLOTS`] mappings and [`RETAINED_MAX`] bytes, the oldest unmapped first to make
+//! room. An allocation takes the smallest kept mapping that holds it and unmaps the rest of
+//! it, so a program that frees a 4 MiB buffer and asks for another gets the same pages
+//! back, without page faults. Trims unmap what was kept before the previous trim (the
+//! working-set rule of the class caches); an allocation that the system refuses unmaps
+//! everything kept and tries again. An allocation aligned beyond a page, and a zeroed one,
+//! always get a fresh mapping (which reads as zeroes); a mapping larger than
+//! `RETAINED_MAX` is unmapped when freed.
 
 use std::alloc::Layout;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::os;
 
-/// Bytes mapped for large allocations now (statistics).
+/// Bytes mapped for large allocations in use now (statistics).
 static MAPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// The most freed mappings kept at once.
+pub(crate) const RETAINED_SLOTS: usize = 8;
+
+/// The most bytes of freed mappings kept at once (resident as far as they were touched).
+pub(crate) const RETAINED_MAX: usize = 32 << 20;
+
+/// A freed mapping kept for reuse.
+#[derive(Clone, Copy)]
+struct Kept {
+    addr: usize,
+    /// Its length; 0 for an empty slot.
+    len: usize,
+    /// The trim count when it was kept.
+    trims: u64,
+    /// The order in which mappings were kept (the oldest goes first).
+    order: u64,
+}
+
+const EMPTY: Kept = Kept {
+    addr: 0,
+    len: 0,
+    trims: 0,
+    order: 0,
+};
+
+/// Freed mappings kept for reuse, under a lock held for a scan of the slots only: every
+/// system call is made after it is released, and nothing allocates under it.
+pub(crate) struct Retained {
+    slots: [Kept; RETAINED_SLOTS],
+    /// Bytes kept.
+    bytes: usize,
+    /// Trims so far.
+    trims: u64,
+    /// Mappings kept so far.
+    kept: u64,
+}
+
+static RETAINED: Mutex<Retained> = Mutex::new(Retained {
+    slots: [EMPTY; RETAINED_SLOTS],
+    bytes: 0,
+    trims: 0,
+    kept: 0,
+});
+
+/// The lock of the kept mappings, for the fork handlers (`fork`) as well. No other lock of
+/// the allocator is taken while it is held.
+pub(crate) fn lock() -> MutexGuard<'static, Retained> {
+    // Nothing panics while it is held, so it is never poisoned; if it were, its state
+    // would still be whole.
+    RETAINED.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Retained {
+    /// Removes the smallest kept mapping of at least `len` bytes.
+    fn take(&mut self, len: usize) -> Option<Kept> {
+        let best = (0..RETAINED_SLOTS)
+            .filter(|&i| self.slots[i].len >= len)
+            .min_by_key(|&i| self.slots[i].len)?;
+        Some(self.remove(best))
+    }
+
+    fn remove(&mut self, i: usize) -> Kept {
+        let kept = std::mem::replace(&mut self.slots[i], EMPTY);
+        self.bytes -= kept.len;
+        kept
+    }
+
+    /// Keeps `[addr, addr + len)`, first making room by removing the oldest mappings into
+    /// `evicted`; false (nothing kept) when `len` alone is over the limit.
+    fn keep(&mut self, addr: usize, len: usize, evicted: &mut [Kept; RETAINED_SLOTS]) -> bool {
+        if len > RETAINED_MAX {
+            return false;
+        }
+        let mut n = 0;
+        loop {
+            let free = self.slots.iter().position(|kept| kept.len == 0);
+            match free {
+                Some(i) if self.bytes + len <= RETAINED_MAX => {
+                    self.kept += 1;
+                    self.slots[i] = Kept {
+                        addr,
+                        len,
+                        trims: self.trims,
+                        order: self.kept,
+                    };
+                    self.bytes += len;
+                    return true;
+                }
+                _ => {
+                    // A slot is used: all are, or the kept bytes are over the limit.
+                    let Some(oldest) = (0..RETAINED_SLOTS)
+                        .filter(|&i| self.slots[i].len != 0)
+                        .min_by_key(|&i| self.slots[i].order)
+                    else {
+                        return false;
+                    };
+                    evicted[n] = self.remove(oldest);
+                    n += 1;
+                }
+            }
+        }
+    }
+
+    /// Removes every kept mapping that was kept before the previous trim, or every one.
+    fn remove_older(&mut self, all: bool) -> [Kept; RETAINED_SLOTS] {
+        let mut removed = [EMPTY; RETAINED_SLOTS];
+        for (i, out) in removed.iter_mut().enumerate() {
+            let kept = self.slots[i];
+            if kept.len != 0 && (all || kept.trims < self.trims) {
+                *out = self.remove(i);
+            }
+        }
+        removed
+    }
+}
+
+/// Unmaps mappings removed from the kept ones (empty slots are skipped).
+fn unmap_all(mappings: &[Kept]) {
+    for kept in mappings.iter().filter(|kept| kept.len != 0) {
+        // SAFETY: a kept mapping is a whole mapping of ours that nobody uses; removed
+        // from the slots, nobody else can take it.
+        unsafe { os::unmap(kept.addr, kept.len) };
+    }
+}
 
 /// The mapping's length for `size` bytes: whole pages, at least one.
 fn length(size: usize) -> Option<usize> {
@@ -17,16 +152,47 @@ fn length(size: usize) -> Option<usize> {
     Some(size.max(1).checked_add(page - 1)? & !(page - 1))
 }
 
-/// A fresh mapping for `layout` (zeroed), or null when the system refuses.
+/// A mapping for `layout`: a kept one if one holds it (its contents are a previous
+/// user's), else a fresh one; null when the system refuses.
 pub(crate) fn alloc(layout: Layout) -> *mut u8 {
     let Some(len) = length(layout.size()) else {
         return ptr::null_mut();
     };
-    let addr = if layout.align() <= os::page_size() {
-        os::map(len)
-    } else {
-        os::map_aligned(len, layout.align())
+    if layout.align() <= os::page_size() {
+        let kept = lock().take(len);
+        if let Some(kept) = kept {
+            // SAFETY: the kept mapping's tail beyond `len` is ours and nobody else's.
+            unsafe { os::unmap(kept.addr + len, kept.len - len) };
+            MAPPED.fetch_add(len, Ordering::Relaxed);
+            return kept.addr as *mut u8;
+        }
+    }
+    alloc_fresh(layout, len)
+}
+
+/// A fresh mapping for `layout` (reads as zeroes), or null when the system refuses.
+pub(crate) fn alloc_zeroed(layout: Layout) -> *mut u8 {
+    match length(layout.size()) {
+        Some(len) => alloc_fresh(layout, len),
+        None => ptr::null_mut(),
+    }
+}
+
+/// A fresh mapping of `len` bytes for `layout`; when the system refuses, the kept mappings
+/// are unmapped and the mapping is tried again.
+fn alloc_fresh(layout: Layout, len: usize) -> *mut u8 {
+    let map = || {
+        if layout.align() <= os::page_size() {
+            os::map(len)
+        } else {
+            os::map_aligned(len, layout.align())
+        }
     };
+    let addr = map().or_else(|| {
+        let all = lock().remove_older(true);
+        unmap_all(&all);
+        all.iter().any(|kept| kept.len != 0).then(map).flatten()
+    });
     match addr {
         Some(addr) => {
             MAPPED.fetch_add(len, Ordering::Relaxed);
@@ -36,18 +202,25 @@ pub(crate) fn alloc(layout: Layout) -> *mut u8 {
     }
 }
 
-/// Unmaps a large allocation.
+/// Frees a large allocation: kept for reuse when aligned to a page at most (unmapping the
+/// oldest kept mappings to make room), else unmapped.
 ///
 /// # Safety
 ///
-/// `ptr` came from [`alloc()`] (or [`realloc()`]) with `layout` and is not used again.
+/// `ptr` came from [`alloc()`] (or [`alloc_zeroed`], or [`realloc()`]) with `layout` and is
+/// not used again.
 pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
     let Some(len) = length(layout.size()) else {
         return;
     };
-    // SAFETY: the caller's contract: the whole mapping, which nobody uses any more.
-    unsafe { os::unmap(ptr as usize, len) };
     MAPPED.fetch_sub(len, Ordering::Relaxed);
+    let mut evicted = [EMPTY; RETAINED_SLOTS];
+    let kept = layout.align() <= os::page_size() && lock().keep(ptr as usize, len, &mut evicted);
+    if !kept {
+        // SAFETY: the caller's contract: the whole mapping, which nobody uses any more.
+        unsafe { os::unmap(ptr as usize, len) };
+    }
+    unmap_all(&evicted);
 }
 
 /// Resizes a large allocation aligned to at most a page to `new_size` bytes (still
@@ -57,8 +230,8 @@ pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
 ///
 /// # Safety
 ///
-/// `ptr` came from [`alloc()`] (or this function) with `layout`, whose alignment is at most
-/// the page size.
+/// `ptr` came from [`alloc()`] (or [`alloc_zeroed`], or this function) with `layout`,
+/// whose alignment is at most the page size.
 pub(crate) unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
     let (Some(old), Some(new)) = (length(layout.size()), length(new_size)) else {
         return ptr::null_mut();
@@ -77,7 +250,29 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *
     }
 }
 
-/// Bytes mapped for large allocations now.
+/// Unmaps the mappings kept since before the previous trim (two trims with no large
+/// allocation between them unmap every one).
+pub(crate) fn trim() {
+    let removed = {
+        let mut retained = lock();
+        let removed = if cfg!(magazine_mutant = "large_kept_for_ever") {
+            // MUTANT: trims never unmap a kept mapping.
+            [EMPTY; RETAINED_SLOTS]
+        } else {
+            retained.remove_older(false)
+        };
+        retained.trims += 1;
+        removed
+    };
+    unmap_all(&removed);
+}
+
+/// Bytes mapped for large allocations in use now.
 pub(crate) fn mapped() -> usize {
     MAPPED.load(Ordering::Relaxed)
+}
+
+/// Bytes of freed large mappings kept for reuse now.
+pub(crate) fn kept() -> usize {
+    lock().bytes
 }

@@ -39,9 +39,11 @@
 //! size to its class in O(1). An alignment up to 32 KiB is served by the smallest span
 //! class that is a multiple of it (blocks sit at multiples of their size from 64 KiB-aligned
 //! span starts), up to a page by a page class. Larger or more aligned requests get a
-//! mapping of their own (`mmap`, over-mapped and trimmed when aligned beyond a page),
-//! unmapped when freed; `realloc` moves those aligned to a page at most with `mremap`, and
-//! copies the others (`mremap` keeps only a page's alignment). Rust passes the layout to
+//! mapping of their own (`mmap`, over-mapped and trimmed when aligned beyond a page);
+//! freed, one aligned to a page is kept for the next large allocation it holds (8 mappings
+//! and 32 MiB at most, the oldest unmapped first; trims unmap them), the others are
+//! unmapped. `realloc` moves those aligned to a page at most with `mremap`, and copies the
+//! others (`mremap` keeps only a page's alignment). Rust passes the layout to
 //! `dealloc`, so blocks carry no header.
 //!
 //! **Caches.** A class's `magazine::Cache` is created at its first allocation (an atomic
@@ -110,7 +112,8 @@
 //! span class). Page classes: at most 256 KiB per CPU for those up to 128 KiB, two blocks
 //! above (2 MiB for the 1 MiB class); about 15 MiB if one CPU used every page class. A
 //! freed page-class block keeps its mapping (address space and touched pages) until a
-//! trim gives it back. As metadata, in class blocks: a class's cache itself
+//! trim gives it back. Per process: up to 32 MiB of freed large mappings, kept until the
+//! second trim after their free. As metadata, in class blocks: a class's cache itself
 //! ([`MallocStats::metadata_in_use`] counts those) and, per CPU, its slot, shelf and two
 //! magazines' arrays of `magazine_size` addresses each. After trims, a class's depot
 //! keeps no full magazine. A cached block also costs 8 bytes of metadata (its address in
@@ -125,8 +128,9 @@
 //! - **Fragmentation.** A span goes back only when every block in it is back; one
 //!   long-lived block keeps its span's touched pages resident. Chunks (address space) are
 //!   never unmapped.
-//! - **Blocks above 1 MiB are not cached.** Each is an `mmap` and its free a `munmap` (two
-//!   system calls, and page faults on first touch), as in glibc above its threshold.
+//! - **Blocks above 1 MiB** are kept only while freed ones fit the limits (8 mappings,
+//!   32 MiB); beyond them each is an `mmap` and its free a `munmap` (two system calls, and
+//!   page faults on first touch), as in glibc above its threshold.
 //! - **A mapping per page-class block.** Linux limits a process's mappings
 //!   (`vm.max_map_count`, 65,530 by default), and neighbouring blocks merge into one only
 //!   sometimes: a program with tens of thousands of live blocks of 32 KiB to 1 MiB can reach

@@ -25,8 +25,11 @@ pub struct MallocStats {
     /// Bytes mapped for page-class blocks now (above 32 KiB, each a mapping of its own,
     /// cached or in use; unmapped when a trim gives them back).
     pub page_bytes: usize,
-    /// Bytes mapped for large allocations now (each unmapped when freed).
+    /// Bytes mapped for large allocations in use now.
     pub large_bytes: usize,
+    /// Bytes of freed large mappings kept for reuse now (at most 32 MiB; unmapped by
+    /// trims).
+    pub large_kept_bytes: usize,
     /// Bytes of the class blocks that hold the class caches themselves (their
     /// magazines, depot nodes and epoch records are ordinary class blocks, counted with
     /// the spans).
@@ -40,7 +43,7 @@ impl MallocStats {
     /// Bytes mapped readable and writable: chunks, page-class blocks and large
     /// allocations.
     pub fn bytes_mapped(&self) -> usize {
-        self.chunk_bytes + self.page_bytes + self.large_bytes
+        self.chunk_bytes + self.page_bytes + self.large_bytes + self.large_kept_bytes
     }
 
     /// The sum of every class's cache counters that a program watches: (allocation hits,
@@ -87,7 +90,8 @@ impl fmt::Display for MallocStats {
             f,
             "{} classes: {allocs} alloc hits, {frees} free hits, {calls} source calls, \
              {trimmed} magazines trimmed; spans {} held {} free {} returned; mapped {} KiB \
-             (chunks {} KiB, page classes {} KiB, large {} KiB; the caches themselves {} KiB)",
+             (chunks {} KiB, page classes {} KiB, large {} KiB, kept {} KiB; the caches \
+             themselves {} KiB)",
             self.classes.len(),
             self.spans_held,
             self.spans_free,
@@ -96,6 +100,7 @@ impl fmt::Display for MallocStats {
             self.chunk_bytes >> 10,
             self.page_bytes >> 10,
             self.large_bytes >> 10,
+            self.large_kept_bytes >> 10,
             self.metadata_in_use >> 10,
         )?;
         for class in &self.classes {
