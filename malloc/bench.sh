@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Compares MagazineMalloc with mimalloc, jemalloc and glibc's malloc on the workloads of
 # malloc/benches/compare/workloads.rs (ports of mimalloc-bench's patterns plus a
-# string-keyed map), then prints one markdown table per workload
-# (malloc/benches/compare/summarize.py). Run on a quiet machine: nothing else running; each round waits for the load average to fall below 0.3 (benches/quiet.sh).
+# string-keyed map) and of malloc/benches/compare/real.rs (real libraries' code: serde_json,
+# syn, regex, crossbeam-channel, rayon, large Vec<u8> buffers), then prints one markdown
+# table per workload (malloc/benches/compare/summarize.py). Run on a quiet machine: nothing else running; each round waits for the load average to fall below 0.3 (benches/quiet.sh).
 #
 #   bash malloc/bench.sh [rounds] [workload...]   (default: 3 rounds of xmalloc larson
 #                                                 cache-thrash cache-scratch mstress pair64
-#                                                 stringmap)
+#                                                 stringmap serde-json syn regex channel
+#                                                 rayon-sort bigvec)
 #
 # Environment:
 #   MALLOC_BENCH_SCALE=S          work per run times S (default 1: about 1-3 s per run with
 #                                 glibc on 2 cores); e.g. 0.01 to check the pipeline
 #   MALLOC_BENCH_THREADS=N        threads for every workload (default: each workload's own,
 #                                 2x the cores where the pattern wants more threads than
-#                                 cores, 1x for false sharing, 1 for pair64 and stringmap)
+#                                 cores, 1x for false sharing and rayon-sort, 1 for
+#                                 pair64, stringmap and the sequential libraries)
 #   MALLOC_BENCH_TRIM_INTERVAL=T  seconds between the two RSS readings after a workload
 #                                 (default 1; MagazineMalloc: trim(), sleep T, trim())
 #   MALLOC_BENCH_ALLOCATORS="..." subset of: magazine mimalloc jemalloc glibc
@@ -30,7 +33,8 @@ rounds=${1:-3}
 shift || true
 workloads=("$@")
 [ ${#workloads[@]} -gt 0 ] ||
-  workloads=(xmalloc larson cache-thrash cache-scratch mstress pair64 stringmap)
+  workloads=(xmalloc larson cache-thrash cache-scratch mstress pair64 stringmap
+    serde-json syn regex channel rayon-sort bigvec)
 read -r -a allocators <<<"${MALLOC_BENCH_ALLOCATORS:-magazine mimalloc jemalloc glibc}"
 scale=${MALLOC_BENCH_SCALE:-1}
 interval=${MALLOC_BENCH_TRIM_INTERVAL:-1}

@@ -16,6 +16,9 @@
 //! | `pair64` | one thread, a 64-byte alloc + free pair in a loop | a pair |
 //! | `stringmap` | build a `HashMap<String, Vec<u8>>` of 10^6 entries, look keys up, move it into a `BTreeMap`, grow and remove entries, drop it | a map operation |
 //!
+//! After them come workloads that run real libraries' code (`serde-json`, `syn`, `regex`,
+//! `channel`, `rayon-sort`, `bigvec`): see `compare/real.rs`.
+//!
 //! One process runs one workload: `<binary> <workload> [--threads N] [--scale S]
 //! [--trim-interval SECS]` and prints one line, `RESULT key=value ...`:
 //! the workload's wall time and operations per second, peak RSS (`VmHWM`), RSS after the
@@ -43,6 +46,9 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
+
+#[path = "real.rs"]
+mod real;
 
 /// A workload: its name, how many threads it runs by default on a machine with `cores`
 /// CPUs, and the function that runs it and returns how many operations it did.
@@ -95,7 +101,8 @@ const WORKLOADS: &[Workload] = &[
 
 const USAGE: &str = "usage: <binary> <workload> [--threads N] [--scale S] [--trim-interval SECS]
        <binary> --list
-workloads: xmalloc larson cache-thrash cache-scratch mstress pair64 stringmap";
+workloads: xmalloc larson cache-thrash cache-scratch mstress pair64 stringmap
+           serde-json syn regex channel rayon-sort bigvec";
 
 /// Runs the workload named on the command line and prints its `RESULT` line.
 /// `allocator` names the global allocator in that line; `trim`, where the allocator has
@@ -122,7 +129,7 @@ pub fn main(allocator: &str, trim: Option<&dyn Fn()>) {
             "--scale" => scale = parse::<f64>(&value(arg), arg),
             "--trim-interval" => interval = parse::<f64>(&value(arg), arg),
             "--list" => {
-                for w in WORKLOADS {
+                for w in WORKLOADS.iter().chain(real::WORKLOADS) {
                     println!("{}", w.name);
                 }
                 return;
@@ -140,7 +147,11 @@ pub fn main(allocator: &str, trim: Option<&dyn Fn()>) {
         eprintln!("{USAGE}");
         return;
     };
-    let Some(w) = WORKLOADS.iter().find(|w| w.name == name) else {
+    let Some(w) = WORKLOADS
+        .iter()
+        .chain(real::WORKLOADS)
+        .find(|w| w.name == name)
+    else {
         fail(&format!("unknown workload {name:?}"));
     };
     let valid = scale > 0.0 && scale.is_finite() && interval >= 0.0 && interval.is_finite();
