@@ -84,7 +84,14 @@ fn create(class: usize) -> Option<&'static ClassCache> {
     if fresh.is_null() {
         return None;
     }
-    let cache = match Cache::try_with_config(ClassSource::new(class), config(class)) {
+    // Empty magazines are kept whatever their number (the default keeps `cpus`), until a
+    // trim frees those unused for a whole interval: a burst of frees fills one magazine
+    // per `magazine_size` blocks, and the allocations that drain them would otherwise
+    // free the arrays (straight to the class's source, which discards emptied spans) for
+    // the next burst to allocate and fault in again.
+    let mut options = magazine::Options::default();
+    options.max_empty = Some(usize::MAX);
+    let cache = match Cache::try_with_options(ClassSource::new(class), config(class), options) {
         Ok(cache) => cache,
         Err(_) => {
             // SAFETY: the block was ours alone, never written.

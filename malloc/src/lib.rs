@@ -59,7 +59,9 @@
 //! their descriptors, so a block's span is found by masking its address. A fresh span is
 //! carved with a bump index (pages nobody used are never touched); given-back blocks form
 //! a list per span. The cache refills a whole magazine per source call
-//! (`Source::alloc_batch`, one lock hold) and gives whole magazines back. When all of a
+//! (`Source::alloc_batch`, one lock hold; the batch is handed in reverse, so that the
+//! magazine, last in first out, hands fresh blocks out at rising addresses, the order the
+//! hardware prefetchers follow) and gives whole magazines back. When all of a
 //! span's blocks are back, its pages are given to the system (`madvise(MADV_DONTNEED)`)
 //! and the span goes to a free list shared by every class of its size.
 //!
