@@ -49,6 +49,8 @@ pub(crate) struct Depot<T> {
     policy: DepotPolicy,
     magazine_size: usize,
     max_empty: usize,
+    /// The cap on the full stack: the policy's, or [`Options::max_full`] below it.
+    max_full: usize,
     /// Free places in the magazines of `full`: `magazine_size x full.len() - items`
     /// (statistics only: Relaxed; exact when quiescent). Raised before a magazine that is
     /// not full is linked, lowered after one is unlinked, so it never underflows.
@@ -87,6 +89,7 @@ impl<T> Depot<T> {
             policy: config.depot,
             magazine_size: config.magazine_size,
             max_empty: config.empty_cap(options),
+            max_full: config.full_cap(options),
             short: AtomicUsize::new(0),
             partial_items: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
@@ -158,13 +161,14 @@ impl<T> Depot<T> {
             })
     }
 
-    /// Gives a non-empty magazine to the depot, or hands it back when a `Fixed` depot is at
-    /// its cap (the caller then returns its items to the source).
+    /// Gives a non-empty magazine to the depot, or hands it back when the full stack is at
+    /// its cap (a `Fixed` depot's, or `Options::max_full`; the caller then returns its
+    /// items to the source).
     pub(crate) fn push_full(&self, magazine: Magazine<T>) -> Result<(), Magazine<T>> {
         debug_assert!(!magazine.is_empty());
         // Counted before the magazine is linked, so that the pop of it cannot subtract first.
         let short = self.count_short(&magazine);
-        match self.full.push_bounded(magazine, self.policy.max_full()) {
+        match self.full.push_bounded(magazine, self.max_full) {
             Ok(len) => {
                 self.raise_peak(len);
                 Ok(())

@@ -131,6 +131,15 @@ pub struct Options {
     /// The most empty magazines the depot keeps for reuse; surplus ones are freed. `None`
     /// means the larger of the depot's target (or cap) and `cpus`.
     pub max_empty: Option<usize>,
+    /// The most full magazines the depot keeps: one beyond it is returned to the source
+    /// in one `free_batch` call, as a [`Fixed`](DepotPolicy::Fixed) depot's overflow is.
+    /// `None` means the policy's own bound (a `Fixed` depot's cap; none short of the
+    /// stack's count for a `Dynamic` one); a value above it acts as it. For a `Dynamic`
+    /// depot this bounds what a burst of frees leaves cached between trims, which still
+    /// trim by the policy's rule: an allocator whose source hands out items in address
+    /// order gets the burst's items back in that order, where magazines would keep the
+    /// order in which they were freed.
+    pub max_full: Option<usize>,
     /// The CPU id that [`Cache::alloc`](crate::Cache::alloc) and
     /// [`Cache::free`](crate::Cache::free) use to pick a slot. `None` means
     /// [`cpu::current`](crate::cpu::current): the rseq area's CPU id or `sched_getcpu()`
@@ -221,6 +230,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             max_empty: None,
+            max_full: None,
             current_cpu: None,
             reclaim_idle_slots: None,
             cpu_shelves: None,
@@ -260,6 +270,12 @@ impl Config {
             true => self.cpus,
             false => 0,
         }
+    }
+
+    /// The cap on the full stack (see [`Options::max_full`]).
+    pub(crate) fn full_cap(&self, options: &Options) -> usize {
+        let bound = self.depot.max_full();
+        options.max_full.map_or(bound, |cap| cap.min(bound))
     }
 
     /// The cap on the empty stack (see [`Options::max_empty`]).

@@ -695,3 +695,33 @@ impl Batches {
         self.free.lock().unwrap().len()
     }
 }
+
+#[test]
+fn a_dynamic_depot_with_max_full_returns_the_overflow_to_the_source() {
+    let source = Arc::new(Tracking::new(100));
+    let config = Config {
+        magazine_size: 4,
+        cpus: 1,
+        depot: DepotPolicy::Dynamic {
+            target: 0,
+            trim: Trim::WorkingSet,
+        },
+    };
+    let mut options = Options::default();
+    options.source_batch = Some(1);
+    options.cpu_shelves = Some(false); // every full magazine goes to the capped stack
+    options.max_full = Some(2);
+    let cache = Cache::with_options(Arc::clone(&source), config, options);
+    let ids = alloc_n(&cache, 0, 24);
+    ids.into_iter().for_each(|id| cache.free_on(0, id));
+    // The slot holds two magazines (8 ids), the depot two (8 ids), the other 8 went back.
+    let stats = cache.stats();
+    assert_eq!((stats.depot_full, stats.source_frees), (2, 8), "{stats:?}");
+    assert_eq!(source.at_home(), 100 - 16);
+    // The working-set rule still trims it: two trims with nothing used between them.
+    cache.trim();
+    cache.trim();
+    assert_eq!(cache.stats().depot_full, 0);
+    drop(cache);
+    source.assert_all_home();
+}

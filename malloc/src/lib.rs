@@ -50,9 +50,13 @@
 //! pointer per class; of two threads that race, the loser drops its cache), so unused
 //! classes cost nothing. Configuration: a slot per CPU the system may bring up
 //! (`sysconf(_SC_NPROCESSORS_CONF)`, which restartable sequences need), magazines of
-//! `16 KiB / size` items clamped to 4..=64 ([`classes::magazine_size`]), and a
+//! `16 KiB / size` items clamped to 4..=64 (page classes: `128 KiB / size`, at least 1;
+//! [`classes::magazine_size`]), empty magazines kept until trims, and a
 //! `Dynamic { target: 0, trim: WorkingSet }` depot (a trim keeps no full magazine: one kept
-//! would hold its blocks' spans resident).
+//! would hold its blocks' spans resident) of at most 128 full magazines per CPU
+//! (`Options::max_full`: the overflow of a burst of frees goes back to the spans, whose
+//! free lists hand a span's blocks out together, where the depot's magazines would hand
+//! them out in the order they were freed).
 //!
 //! **Spans.** A class's source hands out blocks carved from spans of 64, 128 or 256 KiB
 //! (at least 8 blocks each), which live in 4 MiB-aligned chunks whose first span holds

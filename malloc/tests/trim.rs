@@ -1,6 +1,7 @@
-//! Memory goes back: after a large working set is freed, two trims an interval apart give
-//! its spans back to the system (the statistics count them, and the resident set falls);
-//! the trimmer thread does the same on its own.
+//! Memory goes back: after a large working set is freed, what overflows the depot's cap
+//! goes back to its spans at once, and two trims an interval apart give the rest back to
+//! the system (the statistics count the spans, and the resident set falls); the trimmer
+//! thread does the same on its own.
 //!
 //! One test function: the heap and the resident set are the whole process's. The mutant
 //! `spans_never_return` (`RUSTFLAGS='--cfg magazine_mutant="spans_never_return"'`) fails
@@ -65,11 +66,22 @@ fn trimming_gives_spans_and_resident_memory_back() {
     );
 
     free(blocks, layout);
-    // Freed blocks sit in magazines: nothing went back yet.
-    let freed = rss().unwrap().current;
+    // Freed blocks sit in magazines up to the depot's cap (128 full magazines per CPU);
+    // beyond it they went back to their spans, and the spans emptied that way to the
+    // system, at once.
+    let freed = heap.stats();
+    let mine = freed.classes.iter().find(|c| c.class == class).unwrap();
+    // SAFETY: `sysconf` has no preconditions (the allocator sizes its caches by it).
+    let cpus = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }).unwrap();
+    let cap = (128 + 2) * cpus * mine.magazine_size;
     assert!(
-        freed + SET / 2 > loaded,
-        "nothing is returned without a trim"
+        mine.blocks_out <= cap,
+        "{} blocks stay cached\n{freed}",
+        mine.blocks_out
+    );
+    assert!(
+        freed.spans_returned > before.spans_returned,
+        "the overflow went back without a trim\n{freed}"
     );
 
     heap.trim();
@@ -99,20 +111,21 @@ fn trimming_gives_spans_and_resident_memory_back() {
     let blocks = working_set(layout, SET / 2);
     assert_eq!(heap.stats().chunk_bytes, chunks, "freed spans were reused");
 
-    // The trimmer thread gives it back on its own.
+    // The trimmer thread gives back what stays cached on its own.
     free(blocks, layout);
-    let returned_before = heap.stats().spans_returned;
     static HEAP: MagazineMalloc = MagazineMalloc::new();
     HEAP.spawn_trimmer(Duration::from_millis(50)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let returned = heap.stats().spans_returned - returned_before;
-        if returned >= (SET / 2) / (64 << 10) * 9 / 10 {
+        let stats = heap.stats();
+        let mine = stats.classes.iter().find(|c| c.class == class).unwrap();
+        if mine.blocks_out <= 8 * mine.magazine_size {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "the trimmer returned {returned} spans"
+            "the trimmer left {} blocks cached\n{stats}",
+            mine.blocks_out
         );
         thread::sleep(Duration::from_millis(20));
     }

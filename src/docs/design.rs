@@ -118,7 +118,8 @@
 //! releases every magazine that stayed unused for the whole interval since the previous
 //! trim, and never more (a push in flight at the interval's low point can make it keep
 //! one more). With [`DepotPolicy::Fixed`], the depot never holds more than `max_full`
-//! full magazines. In every policy the stack of empty magazines is capped
+//! full magazines, and in either policy never more than [`Options::max_full`] when it is
+//! set (the same bounded push, `fixedcap.pml`). In every policy the stack of empty magazines is capped
 //! ([`Options::max_empty`]); [CPU shelves](#cpu-shelves) add at most one full and one empty
 //! magazine per slot, and a trim takes those of a shelf unused for a whole interval.
 //!
@@ -452,6 +453,7 @@
 //! [`DepotPolicy::Fixed`]: crate::DepotPolicy::Fixed
 //! [`Trim::WorkingSet`]: crate::Trim::WorkingSet
 //! [`Options::max_empty`]: crate::Options::max_empty
+//! [`Options::max_full`]: crate::Options::max_full
 //! [`Options::reclaim_idle_slots`]: crate::Options::reclaim_idle_slots
 //! [`Options::cpu_shelves`]: crate::Options::cpu_shelves
 //! [`Options::restartable_sequences`]: crate::Options::restartable_sequences
