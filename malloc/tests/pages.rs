@@ -6,6 +6,7 @@
 //! (a page class's source keeps what its cache gives back) fails it.
 
 use std::alloc::{alloc, dealloc, Layout};
+use std::hint::black_box;
 
 use magazine_malloc::classes::{class_of, class_size, magazine_size, CLASSES, SPAN_CLASSES};
 use magazine_malloc::MagazineMalloc;
@@ -19,11 +20,13 @@ fn allocate(layout: Layout, count: usize) -> Vec<usize> {
     (0..count)
         .map(|i| {
             // SAFETY: a nonzero size; written within it.
+            // Through `black_box`: the optimiser removes allocations whose contents are
+            // never read, and what the allocator does with these is the test.
             unsafe {
-                let block = alloc(layout);
+                let block = black_box(alloc(layout));
                 assert!(!block.is_null(), "{layout:?}");
                 block.write_bytes(i as u8 | 1, layout.size());
-                block as usize
+                black_box(block) as usize
             }
         })
         .collect()
@@ -32,7 +35,7 @@ fn allocate(layout: Layout, count: usize) -> Vec<usize> {
 fn free(blocks: &[usize], layout: Layout) {
     for &block in blocks {
         // SAFETY: allocated with `layout` by `allocate`, freed once.
-        unsafe { dealloc(block as *mut u8, layout) };
+        unsafe { dealloc(black_box(block as *mut u8), layout) };
     }
 }
 
