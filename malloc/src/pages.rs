@@ -13,10 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::classes::{self, CLASSES, SPAN_CLASSES};
 use crate::os;
 
-/// Bytes mapped for page-class blocks now, cached or in use (statistics).
-static MAPPED: AtomicUsize = AtomicUsize::new(0);
-
-/// Blocks of each page class out now: cached or in use (statistics).
+/// Blocks of each page class out now, cached or in use (statistics; Relaxed: counts
+/// only, read without stopping anyone).
 static OUT: [AtomicUsize; CLASSES - SPAN_CLASSES] =
     [const { AtomicUsize::new(0) }; CLASSES - SPAN_CLASSES];
 
@@ -36,7 +34,6 @@ pub(crate) fn take(class: usize, blocks: &mut [usize]) -> usize {
         *slot = block;
         n += 1;
     }
-    MAPPED.fetch_add(n * len, Ordering::Relaxed);
     OUT[class - SPAN_CLASSES].fetch_add(n, Ordering::Relaxed);
     n
 }
@@ -57,13 +54,14 @@ pub(crate) unsafe fn give(class: usize, blocks: &[usize]) {
         // SAFETY: the caller's contract: a whole mapping of ours that nobody uses.
         unsafe { os::unmap(block, len) };
     }
-    MAPPED.fetch_sub(blocks.len() * len, Ordering::Relaxed);
     OUT[class - SPAN_CLASSES].fetch_sub(blocks.len(), Ordering::Relaxed);
 }
 
-/// Bytes mapped for page-class blocks now.
+/// Bytes mapped for page-class blocks now: each class's blocks out times their length.
 pub(crate) fn mapped() -> usize {
-    MAPPED.load(Ordering::Relaxed)
+    (SPAN_CLASSES..CLASSES)
+        .map(|class| out(class) * length(class))
+        .sum()
 }
 
 /// Blocks of page class `class` out now.
