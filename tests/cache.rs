@@ -21,15 +21,27 @@ fn cache(
     cpus: usize,
     depot: DepotPolicy,
 ) -> (Cache<Arc<Tracking>>, Arc<Tracking>) {
+    cache_with(capacity, magazine_size, cpus, depot, |_| {})
+}
+
+/// [`cache`] with further options set by `options`.
+fn cache_with(
+    capacity: u32,
+    magazine_size: usize,
+    cpus: usize,
+    depot: DepotPolicy,
+    options: impl FnOnce(&mut Options),
+) -> (Cache<Arc<Tracking>>, Arc<Tracking>) {
     let source = Arc::new(Tracking::new(capacity));
     let config = Config {
         magazine_size,
         cpus,
         depot,
     };
-    let mut options = Options::default();
-    options.source_batch = Some(1);
-    let cache = Cache::with_options(Arc::clone(&source), config, options);
+    let mut chosen = Options::default();
+    chosen.source_batch = Some(1);
+    options(&mut chosen);
+    let cache = Cache::with_options(Arc::clone(&source), config, chosen);
     (cache, source)
 }
 
@@ -445,19 +457,13 @@ fn an_exhausted_alloc_returns_none_only_when_nothing_is_cached() {
 #[test]
 fn trim_reclaims_a_slot_idle_for_a_whole_interval_unless_told_not_to() {
     for reclaim in [None, Some(false)] {
-        let source = Arc::new(Tracking::new(100));
-        let config = Config {
-            magazine_size: 4,
-            cpus: 2,
-            depot: DepotPolicy::Dynamic {
-                target: 0,
-                trim: Trim::WorkingSet,
-            },
+        let depot = DepotPolicy::Dynamic {
+            target: 0,
+            trim: Trim::WorkingSet,
         };
-        let mut options = Options::default();
-        options.reclaim_idle_slots = reclaim;
-        options.source_batch = Some(1);
-        let cache = Cache::with_options(Arc::clone(&source), config, options);
+        let (cache, source) = cache_with(100, 4, 2, depot, |options| {
+            options.reclaim_idle_slots = reclaim;
+        });
         let ids = alloc_n(&cache, 1, 6);
         ids.into_iter().for_each(|id| cache.free_on(1, id));
         assert_eq!(cache.trim(), 0, "the slot was used during this interval");
@@ -698,20 +704,14 @@ impl Batches {
 
 #[test]
 fn a_dynamic_depot_with_max_full_returns_the_overflow_to_the_source() {
-    let source = Arc::new(Tracking::new(100));
-    let config = Config {
-        magazine_size: 4,
-        cpus: 1,
-        depot: DepotPolicy::Dynamic {
-            target: 0,
-            trim: Trim::WorkingSet,
-        },
+    let depot = DepotPolicy::Dynamic {
+        target: 0,
+        trim: Trim::WorkingSet,
     };
-    let mut options = Options::default();
-    options.source_batch = Some(1);
-    options.cpu_shelves = Some(false); // every full magazine goes to the capped stack
-    options.max_full = Some(2);
-    let cache = Cache::with_options(Arc::clone(&source), config, options);
+    let (cache, source) = cache_with(100, 4, 1, depot, |options| {
+        options.cpu_shelves = Some(false); // every full magazine goes to the capped stack
+        options.max_full = Some(2);
+    });
     let ids = alloc_n(&cache, 0, 24);
     ids.into_iter().for_each(|id| cache.free_on(0, id));
     // The slot holds two magazines (8 ids), the depot two (8 ids), the other 8 went back.
