@@ -30,9 +30,8 @@ const DEPOT_TARGET: usize = 0;
 /// to the class's source. A burst of frees in an order unrelated to the blocks' addresses
 /// (a sorted vector of strings dropped) would otherwise come out of the depot in that
 /// order, scattered over the whole heap, where the spans' free lists hand a span's blocks
-/// out together: `rayon-sort` of `malloc/bench.sh` ran at 1.92 M strings/s uncapped,
-/// 2.27-2.32 M with this cap (mimalloc 2.33), and `serde-json` kept its speed (113-115
-/// documents/s; caps of 8 and 32 per CPU cost it up to 10%).
+/// out together: `rayon-sort` of `malloc/bench.sh` went from 0.74x mimalloc's throughput
+/// to 0.91x with this cap, and `serde-json` kept its speed (BENCHMARKS.md).
 const DEPOT_MAX_FULL_PER_CPU: usize = 128;
 
 /// The class caches, null until first used. A cache is never freed (nor moved) once

@@ -83,10 +83,9 @@ impl Source for ClassSource {
             // out in the order `take` produced them, a fresh span's at rising addresses.
             // Handed in order, a magazine gave them out descending within each batch and
             // ascending from batch to batch: a saw-tooth that the hardware prefetchers lose
-            // track of when the program later walks its data in allocation order (a chase
-            // over 32-byte nodes, 6 MiB: 3.6 ns a node ascending, 2.8 descending
-            // throughout, 7.9 in descending runs of 64; serde_json's serialize of a parsed
-            // 1 MB document 4.24 -> 3.79 ms, mimalloc 3.63).
+            // track of when the program later walks its data in allocation order (a walk
+            // over such blocks ran about twice as slow as over ascending or descending
+            // ones; `tests/order.rs` holds the order).
             buffer[..got].iter().rev().for_each(|&block| out(block));
             handed += got;
             if got < want {
