@@ -146,16 +146,10 @@ fn unmap_all(mappings: &[Kept]) {
     }
 }
 
-/// The mapping's length for `size` bytes: whole pages, at least one.
-fn length(size: usize) -> Option<usize> {
-    let page = os::page_size();
-    Some(size.max(1).checked_add(page - 1)? & !(page - 1))
-}
-
 /// A mapping for `layout`: a kept one if one holds it (its contents are a previous
 /// user's), else a fresh one; null when the system refuses.
 pub(crate) fn alloc(layout: Layout) -> *mut u8 {
-    let Some(len) = length(layout.size()) else {
+    let Some(len) = os::whole_pages(layout.size()) else {
         return ptr::null_mut();
     };
     if layout.align() <= os::page_size() {
@@ -172,7 +166,7 @@ pub(crate) fn alloc(layout: Layout) -> *mut u8 {
 
 /// A fresh mapping for `layout` (reads as zeroes), or null when the system refuses.
 pub(crate) fn alloc_zeroed(layout: Layout) -> *mut u8 {
-    match length(layout.size()) {
+    match os::whole_pages(layout.size()) {
         Some(len) => alloc_fresh(layout, len),
         None => ptr::null_mut(),
     }
@@ -210,7 +204,7 @@ fn alloc_fresh(layout: Layout, len: usize) -> *mut u8 {
 /// `ptr` came from [`alloc()`] (or [`alloc_zeroed`], or [`realloc()`]) with `layout` and is
 /// not used again.
 pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
-    let Some(len) = length(layout.size()) else {
+    let Some(len) = os::whole_pages(layout.size()) else {
         return;
     };
     MAPPED.fetch_sub(len, Ordering::Relaxed);
@@ -233,7 +227,7 @@ pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
 /// `ptr` came from [`alloc()`] (or [`alloc_zeroed`], or this function) with `layout`,
 /// whose alignment is at most the page size.
 pub(crate) unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-    let (Some(old), Some(new)) = (length(layout.size()), length(new_size)) else {
+    let (Some(old), Some(new)) = (os::whole_pages(layout.size()), os::whole_pages(new_size)) else {
         return ptr::null_mut();
     };
     if old == new {

@@ -23,6 +23,12 @@ pub(crate) fn page_size() -> usize {
     }
 }
 
+/// `size` rounded up to whole pages, at least one; `None` when that overflows.
+pub(crate) fn whole_pages(size: usize) -> Option<usize> {
+    let page = page_size();
+    Some(size.max(1).checked_add(page - 1)? & !(page - 1))
+}
+
 /// The CPUs the system may bring up (`sysconf(_SC_NPROCESSORS_CONF)`, at least 1), asked
 /// once. Not `std::thread::available_parallelism`, which allocates (and counts only the
 /// CPUs of the affinity mask: restartable sequences need a slot for every CPU).

@@ -20,8 +20,8 @@ static OUT: [AtomicUsize; CLASSES - SPAN_CLASSES] =
 
 /// The mapping's length of a block of `class`: its size in whole pages.
 fn length(class: usize) -> usize {
-    let page = os::page_size();
-    (classes::class_size(class) + page - 1) & !(page - 1)
+    // A class size (at most 1 MiB) rounded up to pages cannot overflow.
+    os::whole_pages(classes::class_size(class)).unwrap_or(usize::MAX)
 }
 
 /// Fills `blocks` with fresh blocks of page class `class`; returns how many (fewer when
