@@ -138,6 +138,29 @@ pub(crate) fn lookup(size: usize, align: usize) -> Option<usize> {
     }
 }
 
+/// Fixed-point reciprocals of the span classes' sizes, `ceil(2^40 / size)`: for an offset
+/// below 2^22 (a span, at most 256 KiB), `offset * RECIPROCAL >> 40` is exactly
+/// `offset / size` (the rounding error is below `2^22 / 2^40`, less than the `1 / size`
+/// that separates two quotients), without a division on a free by address.
+static RECIPROCALS: [u64; SPAN_CLASSES] = {
+    let mut table = [0; SPAN_CLASSES];
+    let mut class = 0;
+    while class < SPAN_CLASSES {
+        table[class] = (1u64 << 40).div_ceil(SIZES[class] as u64);
+        class += 1;
+    }
+    table
+};
+
+/// Whether `offset` (below 4 MiB) from a span's start is the start of a block of span
+/// class `class` in it: a multiple of the class's size (the caller checks the span's end).
+#[inline]
+pub(crate) fn is_block_offset(class: usize, offset: usize) -> bool {
+    let size = SIZES[class] as usize;
+    let quotient = (offset as u64 * RECIPROCALS[class]) >> 40;
+    quotient as usize * size == offset
+}
+
 /// Whether `class` is a page class (its blocks are mappings of their own, `pages`).
 #[inline]
 pub(crate) const fn is_page_class(class: usize) -> bool {
@@ -229,6 +252,21 @@ mod tests {
         assert_eq!(lookup(SPAN_MAX + 1, PAGE_ALIGN), Some(SPAN_CLASSES));
         assert_eq!(lookup(SPAN_MAX + 1, PAGE_ALIGN * 2), None);
         assert_eq!(lookup(SPAN_MAX, MAX_ALIGN), Some(SPAN_CLASSES - 1));
+    }
+
+    #[test]
+    fn block_offsets_are_the_multiples_of_the_class_size() {
+        for class in 0..SPAN_CLASSES {
+            let size = class_size(class);
+            let span = 1usize << span_shift(class);
+            for offset in 0..span {
+                assert_eq!(
+                    is_block_offset(class, offset),
+                    offset % size == 0,
+                    "{class} {offset}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -36,3 +36,23 @@ pub(crate) fn trim() {}
 pub(crate) fn stats() -> MallocStats {
     MallocStats::default()
 }
+
+/// Blocks of the system allocator cannot be found from their address (it keeps their
+/// layout in its own way): nothing is one of ours.
+pub(crate) fn usable_size(_ptr: *const u8) -> Option<usize> {
+    None
+}
+
+/// # Safety
+///
+/// None: nothing is done.
+pub(crate) unsafe fn free(_ptr: *mut u8) -> bool {
+    false
+}
+
+/// # Safety
+///
+/// None: nothing is done.
+pub(crate) unsafe fn resize(_ptr: *mut u8, _new: Layout) -> Result<*mut u8, ()> {
+    Err(())
+}

@@ -38,6 +38,7 @@ use std::cell::Cell;
 use std::ptr;
 
 use crate::classes::{self, CLASSES};
+use crate::pagemap::{self, Mapping};
 use crate::stats::{ClassStats, MallocStats};
 use crate::{caches, fork, large, os, pages, reserve, source, span};
 
@@ -158,10 +159,21 @@ pub(crate) fn alloc_zeroed(layout: Layout) -> *mut u8 {
 /// `GlobalAlloc::dealloc`'s contract.
 #[inline]
 pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
-    let Some(class) = classes::lookup(layout.size(), layout.align()) else {
+    match classes::lookup(layout.size(), layout.align()) {
+        // SAFETY: the caller's contract: a block of `class` that the caller gives up.
+        Some(class) => unsafe { dealloc_class(class, ptr) },
         // SAFETY: large by its layout: one of our mappings.
-        return unsafe { large::dealloc(ptr, layout) };
-    };
+        None => unsafe { large::dealloc(ptr, layout) },
+    }
+}
+
+/// Frees a block of `class`.
+///
+/// # Safety
+///
+/// `ptr` is a block of `class`, allocated here, that its owner gives up.
+#[inline]
+unsafe fn dealloc_class(class: usize, ptr: *mut u8) {
     let _inside = match enter() {
         Some(inside) => inside,
         None => {
@@ -177,6 +189,100 @@ pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
             unsafe { source::free_one(class, ptr as usize) }
         }
     }
+}
+
+/// A block as found from its address alone.
+#[derive(Clone, Copy)]
+enum Block {
+    /// A block of this class (a span class, from a span or the reserve, or a page class).
+    Class(usize),
+    /// A large block: a mapping of this many bytes.
+    Large(usize),
+}
+
+/// What starts at `addr`, if it is the start of a block of ours: from the map's entry
+/// (`pagemap`) of its 64 KiB for a span class, the reserve's books, or the map's entry of
+/// its first page for the blocks that are mappings of their own. Never dereferences
+/// `addr`.
+#[inline]
+fn block_at(addr: usize) -> Option<Block> {
+    if let Some(class) = span::class_of(addr) {
+        return Some(Block::Class(class));
+    }
+    if reserve::contains(addr) {
+        return reserve::class_of(addr).map(Block::Class);
+    }
+    if addr & (os::page_size() - 1) != 0 {
+        return None;
+    }
+    match pagemap::get(addr)? {
+        Mapping::PageClass(class) => Some(Block::Class(class)),
+        Mapping::Large(len) => Some(Block::Large(len)),
+        // A chunk's header, or inside a span (its blocks were looked up above).
+        Mapping::Chunk | Mapping::SpanClass(_) => None,
+    }
+}
+
+/// The usable size of the block at `ptr`, `None` when no block of ours starts there.
+#[inline]
+pub(crate) fn usable_size(ptr: *const u8) -> Option<usize> {
+    match block_at(ptr as usize)? {
+        Block::Class(class) => Some(classes::class_size(class)),
+        Block::Large(len) => Some(len),
+    }
+}
+
+/// Frees the block at `ptr` found from its address; false (nothing done) when no block of
+/// ours starts there.
+///
+/// # Safety
+///
+/// If a block of ours starts at `ptr`, it is live and its owner gives it up.
+#[inline]
+pub(crate) unsafe fn free(ptr: *mut u8) -> bool {
+    match block_at(ptr as usize) {
+        // SAFETY: the caller's contract: a live block of `class`, given up.
+        Some(Block::Class(class)) => unsafe { dealloc_class(class, ptr) },
+        // SAFETY: as above: a whole large mapping of ours, described as it was recorded.
+        Some(Block::Large(len)) => unsafe { large::dealloc(ptr, large::page_aligned(len)) },
+        None => return false,
+    }
+    true
+}
+
+/// Resizes the block at `ptr` found from its address to `new` (its alignment is the new
+/// block's, the old one's is not kept): in place when `new` is served by the block's
+/// class, by `mremap` for a large block that stays large, else by a copy. `Ok(null)`
+/// (the block untouched) when the system refuses memory; `Err` (nothing done) when no
+/// block of ours starts at `ptr`.
+///
+/// # Safety
+///
+/// If a block of ours starts at `ptr`, it is live and its owner gives it up when the
+/// result is not null.
+pub(crate) unsafe fn resize(ptr: *mut u8, new: Layout) -> Result<*mut u8, ()> {
+    let block = block_at(ptr as usize).ok_or(())?;
+    let to = classes::lookup(new.size(), new.align());
+    let old_size = match block {
+        Block::Class(class) if to == Some(class) => return Ok(ptr),
+        Block::Large(len) if to.is_none() && new.align() <= os::page_size() => {
+            // SAFETY: a whole large mapping of ours, aligned to a page; `large::realloc`
+            // does not panic, and on failure returns null with the block untouched.
+            return Ok(unsafe { large::realloc(ptr, large::page_aligned(len), new.size()) });
+        }
+        Block::Class(class) => classes::class_size(class),
+        Block::Large(len) => len,
+    };
+    let moved = alloc(new);
+    if !moved.is_null() {
+        // SAFETY: two distinct live blocks, each of at least the length copied; the old
+        // one is ours to free (the caller's contract), found above.
+        unsafe {
+            ptr::copy_nonoverlapping(ptr, moved, old_size.min(new.size()));
+            free(ptr);
+        }
+    }
+    Ok(moved)
 }
 
 /// # Safety

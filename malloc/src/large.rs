@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::os;
+use crate::pagemap::{self, Mapping};
 
 /// Bytes mapped for large allocations in use now (statistics).
 static MAPPED: AtomicUsize = AtomicUsize::new(0);
@@ -157,8 +158,7 @@ pub(crate) fn alloc(layout: Layout) -> *mut u8 {
         if let Some(kept) = kept {
             // SAFETY: the kept mapping's tail beyond `len` is ours and nobody else's.
             unsafe { os::unmap(kept.addr + len, kept.len - len) };
-            MAPPED.fetch_add(len, Ordering::Relaxed);
-            return kept.addr as *mut u8;
+            return registered(kept.addr, len);
         }
     }
     alloc_fresh(layout, len)
@@ -188,12 +188,21 @@ fn alloc_fresh(layout: Layout, len: usize) -> *mut u8 {
         all.iter().any(|kept| kept.len != 0).then(map).flatten()
     });
     match addr {
-        Some(addr) => {
-            MAPPED.fetch_add(len, Ordering::Relaxed);
-            addr as *mut u8
-        }
+        Some(addr) => registered(addr, len),
         None => ptr::null_mut(),
     }
+}
+
+/// Hands out the mapping `[addr, addr + len)` once the map (`pagemap`) records it; when it
+/// cannot, unmaps it and returns null.
+fn registered(addr: usize, len: usize) -> *mut u8 {
+    if !pagemap::insert(addr, Mapping::Large(len)) {
+        // SAFETY: a whole mapping of ours that nobody else knows of.
+        unsafe { os::unmap(addr, len) };
+        return ptr::null_mut();
+    }
+    MAPPED.fetch_add(len, Ordering::Relaxed);
+    addr as *mut u8
 }
 
 /// Frees a large allocation: kept for reuse when aligned to a page at most (unmapping the
@@ -208,6 +217,8 @@ pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
         return;
     };
     MAPPED.fetch_sub(len, Ordering::Relaxed);
+    // Before the mapping can be unmapped (and its address mapped again by someone else).
+    pagemap::remove(ptr as usize);
     let mut evicted = [EMPTY; RETAINED_SLOTS];
     let kept = layout.align() <= os::page_size() && lock().keep(ptr as usize, len, &mut evicted);
     if !kept {
@@ -218,9 +229,9 @@ pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
 }
 
 /// Resizes a large allocation aligned to at most a page to `new_size` bytes (still
-/// large): in place when the page count stays, else by `mremap`, which moves the pages
-/// rather than copying them. Null (the old allocation untouched) when the kernel
-/// refuses.
+/// large): in place when the page count stays, when it shrinks, or when the pages after
+/// it are free; else its pages move onto a fresh mapping (`mremap`), not copied. Null
+/// (the old allocation untouched) when the system refuses.
 ///
 /// # Safety
 ///
@@ -230,18 +241,49 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *
     let (Some(old), Some(new)) = (os::whole_pages(layout.size()), os::whole_pages(new_size)) else {
         return ptr::null_mut();
     };
+    let addr = ptr as usize;
     if old == new {
         return ptr;
     }
     // SAFETY: the caller's contract: `[ptr, ptr + old)` is one whole mapping of ours.
-    match unsafe { os::remap(ptr as usize, old, new) } {
-        Some(moved) => {
-            MAPPED.fetch_add(new, Ordering::Relaxed);
-            MAPPED.fetch_sub(old, Ordering::Relaxed);
-            moved as *mut u8
+    if unsafe { os::resize_in_place(addr, old, new) } {
+        // The entry's leaf exists (the old entry is in it): only a length the map cannot
+        // hold fails, and then the mapping is resized back.
+        if !pagemap::insert(addr, Mapping::Large(new)) {
+            // SAFETY: the mapping just resized, ours; back to its old length.
+            unsafe { os::resize_in_place(addr, new, old) };
+            return ptr::null_mut();
         }
-        None => ptr::null_mut(),
+        MAPPED.fetch_add(new, Ordering::Relaxed);
+        MAPPED.fetch_sub(old, Ordering::Relaxed);
+        return ptr;
     }
+    // Elsewhere: a fresh mapping, recorded in the map, then the pages moved onto it.
+    let target = alloc_fresh(page_aligned(new), new);
+    if target.is_null() {
+        return target;
+    }
+    // Before the move unmaps the old range, which someone else may then map.
+    pagemap::remove(addr);
+    // SAFETY: two distinct whole mappings of ours (the target is fresh), `new` > `old`.
+    if unsafe { os::move_onto(addr, old, target as usize, new) } {
+        MAPPED.fetch_sub(old, Ordering::Relaxed);
+        target
+    } else {
+        // The old entry's leaf exists: its insertion cannot fail.
+        let _ = pagemap::insert(addr, Mapping::Large(old));
+        // SAFETY: the fresh target, ours, which nobody else knows of.
+        unsafe { dealloc(target, page_aligned(new)) };
+        ptr::null_mut()
+    }
+}
+
+/// The layout of a large block of `len` bytes (a whole number of pages) aligned to a page:
+/// how the blocks freed by their address alone are described.
+pub(crate) fn page_aligned(len: usize) -> Layout {
+    // A whole number of pages is at most `isize::MAX` rounded down to a page (`Layout`
+    // sizes and `mmap` lengths are), and the page size is a power of two.
+    Layout::from_size_align(len, os::page_size()).unwrap_or(Layout::new::<u8>())
 }
 
 /// Unmaps the mappings kept since before the previous trim (two trims with no large

@@ -46,6 +46,19 @@
 //! others (`mremap` keeps only a page's alignment). Rust passes the layout to
 //! `dealloc`, so blocks carry no header.
 //!
+//! **Blocks by address.** C's `free` has no size: [`MagazineMalloc::free`],
+//! [`resize`](MagazineMalloc::resize) and [`usable_size`](MagazineMalloc::usable_size)
+//! find a block from its address alone (the `magazine-malloc-preload` library builds C's
+//! `malloc` on them). A table with an entry per 4 KiB of address space (two levels, leaves
+//! of 1 GiB mapped on first use) records the first page of each of the allocator's
+//! mappings (a chunk, a page-class block with its class, a large block with its length)
+//! and, at each 64 KiB of a span that a class holds, the class. A span-class block is
+//! found with one lookup at its 64 KiB; its offset in its span (spans are aligned to their
+//! size) must be a multiple of the class's size (a multiplication by a reciprocal, no
+//! division). Entries change only when the allocator maps or unmaps or a span changes
+//! hands, never on a cache hit. An address that
+//! starts no block (another heap's, inside a block, a chunk's header) is refused.
+//!
 //! **Caches.** A class's `magazine::Cache` is created at its first allocation (an atomic
 //! pointer per class; of two threads that race, the loser drops its cache), so unused
 //! classes cost nothing. Configuration: a slot per CPU the system may bring up
@@ -141,8 +154,11 @@
 //!   (`vm.max_map_count`, 65,530 by default), and neighbouring blocks merge into one only
 //!   sometimes: a program with tens of thousands of live blocks of 32 KiB to 1 MiB can reach
 //!   that limit, and then allocations fail (null).
-//! - **No checks.** A double free or a foreign pointer corrupts the heap, as with most
-//!   allocators (the cache cannot see one: `magazine::docs::obligations`).
+//! - **Few checks.** Through `GlobalAlloc`, a double free or a foreign pointer corrupts the
+//!   heap, as with most allocators (the cache cannot see one:
+//!   `magazine::docs::obligations`). Freed by address, a pointer that starts no block is
+//!   refused; a double free, or a free of a block of a span that was never handed out,
+//!   is not seen.
 //! - **Not async-signal-safe**, like any allocator with locks: a signal handler must not
 //!   allocate.
 //! - **`fork`.** A child forked while other threads allocate may allocate, free and trim:
@@ -185,6 +201,8 @@ mod heap;
 mod large;
 #[cfg(target_os = "linux")]
 mod os;
+#[cfg(target_os = "linux")]
+mod pagemap;
 #[cfg(target_os = "linux")]
 mod pages;
 #[cfg(target_os = "linux")]
@@ -265,7 +283,96 @@ impl MagazineMalloc {
     pub fn stats(&self) -> MallocStats {
         imp::stats()
     }
+
+    /// The size of the block that starts at `ptr` (at least what it was allocated with:
+    /// its class's size, or its mapping's length), or `None` when no block of this
+    /// allocator starts there: C's `malloc_usable_size`. Any pointer may be passed;
+    /// nothing is read through it.
+    ///
+    /// A block is found from its address alone: a span class's from its span's descriptor
+    /// (the span's chunk is found in a table of the allocator's mappings, by the chunk's
+    /// alignment), the other blocks from that table, where each mapping's first page has an
+    /// entry. A pointer inside a block, or into memory that is not the allocator's, is not
+    /// a block; a free block of a span class is not told apart from a live one.
+    ///
+    /// ```
+    /// use std::alloc::{GlobalAlloc, Layout};
+    /// use magazine_malloc::MagazineMalloc;
+    ///
+    /// let heap = MagazineMalloc::new();
+    /// let layout = Layout::from_size_align(100, 8).unwrap();
+    /// // SAFETY: a layout of nonzero size; the block is freed once.
+    /// unsafe {
+    ///     let block = heap.alloc(layout);
+    ///     # #[cfg(target_os = "linux")] {
+    ///     assert_eq!(heap.usable_size(block), Some(104));
+    ///     assert_eq!(heap.usable_size(block.add(8)), None, "inside a block");
+    ///     # }
+    ///     heap.free(block).unwrap(); // no layout needed
+    /// }
+    /// ```
+    #[inline]
+    pub fn usable_size(&self, ptr: *const u8) -> Option<usize> {
+        let guard = NoUnwind;
+        let size = imp::usable_size(ptr);
+        guard.done();
+        size
+    }
+
+    /// Frees the block that starts at `ptr`, found from its address alone (C's `free`;
+    /// see [`usable_size`](Self::usable_size)); [`NotABlock`], with nothing done, when no
+    /// block of this allocator starts there.
+    ///
+    /// # Safety
+    ///
+    /// If a block of this allocator starts at `ptr`, it is live (allocated and not freed
+    /// since) and not used after this call.
+    #[inline]
+    pub unsafe fn free(&self, ptr: *mut u8) -> Result<(), NotABlock> {
+        let guard = NoUnwind;
+        // SAFETY: the caller's contract, passed on. A panic inside aborts (`guard`).
+        let freed = unsafe { imp::free(ptr) };
+        guard.done();
+        if freed {
+            Ok(())
+        } else {
+            Err(NotABlock)
+        }
+    }
+
+    /// Resizes the block that starts at `ptr`, found from its address alone, to a block for
+    /// `new` (C's `realloc`): in place when `new` is served by the block's class, by moving
+    /// its pages (`mremap`) when it is large and stays so, else by a copy of its contents
+    /// up to the smaller size. `Ok(null)`, the block untouched, when the system refuses
+    /// memory; [`NotABlock`], with nothing done, when no block of this allocator starts at
+    /// `ptr`. The old block's alignment is not kept: `new`'s is.
+    ///
+    /// # Safety
+    ///
+    /// If a block of this allocator starts at `ptr`, it is live, and when the result is
+    /// not null the old block is not used after this call. `new`'s size is not 0.
+    #[inline]
+    pub unsafe fn resize(&self, ptr: *mut u8, new: Layout) -> Result<*mut u8, NotABlock> {
+        let guard = NoUnwind;
+        // SAFETY: the caller's contract, passed on. A panic inside aborts (`guard`).
+        let resized = unsafe { imp::resize(ptr, new) };
+        guard.done();
+        resized.map_err(|()| NotABlock)
+    }
 }
+
+/// No block of the allocator starts at the pointer given to [`MagazineMalloc::free`] or
+/// [`MagazineMalloc::resize`]: a pointer into another heap, inside a block, or made up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotABlock;
+
+impl std::fmt::Display for NotABlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no block of the allocator starts at this address")
+    }
+}
+
+impl std::error::Error for NotABlock {}
 
 // SAFETY: blocks are never handed out twice while live: class blocks are handed out by
 // their source once until they come back (the cache keeps each in exactly one place),

@@ -105,15 +105,41 @@ pub(crate) unsafe fn discard(addr: usize, len: usize) -> bool {
     unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) == 0 }
 }
 
-/// Resizes the mapping `[addr, addr + old)` to `new` bytes, moving it if need be;
-/// `None` (the old mapping untouched) when the kernel refuses.
+/// Resizes the mapping `[addr, addr + old)` to `new` bytes where it is: a shrink always
+/// can, a growth when the pages after it are free. Returns whether the kernel did it (the
+/// mapping is untouched when not).
 ///
 /// # Safety
 ///
 /// The range must be a whole mapping of the allocator's, lengths multiples of the page
 /// size.
-pub(crate) unsafe fn remap(addr: usize, old: usize, new: usize) -> Option<usize> {
-    // SAFETY: the caller's contract; MAP_FAILED leaves the old mapping as it was.
-    let moved = unsafe { libc::mremap(addr as *mut libc::c_void, old, new, libc::MREMAP_MAYMOVE) };
-    (moved != libc::MAP_FAILED).then_some(moved as usize)
+pub(crate) unsafe fn resize_in_place(addr: usize, old: usize, new: usize) -> bool {
+    // SAFETY: the caller's contract; without MREMAP_MAYMOVE the mapping stays where it
+    // is, and MAP_FAILED leaves it as it was.
+    let resized = unsafe { libc::mremap(addr as *mut libc::c_void, old, new, 0) };
+    resized != libc::MAP_FAILED
+}
+
+/// Moves the pages of the mapping `[addr, addr + old)` onto `[target, target + new)`,
+/// which they replace, growing it to `new` bytes (the growth reads as zeroes): the pages
+/// move, nothing is copied. Returns whether the kernel did it; when not, both mappings
+/// are as they were.
+///
+/// # Safety
+///
+/// Both ranges must be whole mappings of the allocator's that do not overlap, `new` at
+/// least `old`, lengths multiples of the page size; `target`'s contents are lost.
+pub(crate) unsafe fn move_onto(addr: usize, old: usize, target: usize, new: usize) -> bool {
+    // SAFETY: the caller's contract; MREMAP_FIXED replaces the target mapping (ours),
+    // and MAP_FAILED leaves both as they were.
+    let moved = unsafe {
+        libc::mremap(
+            addr as *mut libc::c_void,
+            old,
+            new,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            target as *mut libc::c_void,
+        )
+    };
+    moved != libc::MAP_FAILED
 }

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::classes::{self, CLASSES, SPAN_CLASSES};
 use crate::os;
+use crate::pagemap::{self, Mapping};
 
 /// Blocks of each page class out now, cached or in use (statistics; Relaxed: counts
 /// only, read without stopping anyone).
@@ -31,6 +32,11 @@ pub(crate) fn take(class: usize, blocks: &mut [usize]) -> usize {
     let mut n = 0;
     for slot in blocks.iter_mut() {
         let Some(block) = os::map(len) else { break };
+        if !pagemap::insert(block, Mapping::PageClass(class)) {
+            // SAFETY: our fresh mapping, which nobody else knows of.
+            unsafe { os::unmap(block, len) };
+            break;
+        }
         *slot = block;
         n += 1;
     }
@@ -51,6 +57,7 @@ pub(crate) unsafe fn give(class: usize, blocks: &[usize]) {
         return;
     }
     for &block in blocks {
+        pagemap::remove(block);
         // SAFETY: the caller's contract: a whole mapping of ours that nobody uses.
         unsafe { os::unmap(block, len) };
     }

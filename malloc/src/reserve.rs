@@ -15,7 +15,7 @@
 
 use core::cell::UnsafeCell;
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::classes::{self, SPAN_CLASSES};
@@ -47,6 +47,12 @@ static STATE: Mutex<State> = Mutex::new(State {
     carved: 0,
     free: [0; SPAN_CLASSES],
 });
+
+/// The class of the block carved at each 8-byte offset of the region, plus one (0 where
+/// no block starts): so that a reserve block can be freed by its address alone. Written
+/// when a block is carved, under the lock, and never again (a carved block keeps its
+/// class). In the program's image, resident only where the reserve was used.
+static CLASS_AT: [AtomicU8; BYTES / 8] = [const { AtomicU8::new(0) }; BYTES / 8];
 
 /// Bytes of reserve blocks out now (statistics).
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
@@ -87,6 +93,8 @@ pub(crate) fn alloc(class: usize) -> *mut u8 {
                 return ptr::null_mut();
             }
             state.carved = offset + size;
+            // Release: a free by address that reads it sees the carving.
+            CLASS_AT[offset / 8].store(class as u8 + 1, Ordering::Release);
             start() + offset
         }
         block => {
@@ -98,6 +106,16 @@ pub(crate) fn alloc(class: usize) -> *mut u8 {
     };
     IN_USE.fetch_add(size, Ordering::Relaxed);
     block as *mut u8
+}
+
+/// The class of the reserve block that starts at `block`, `None` when no block starts
+/// there. A free block is not told apart from a live one.
+pub(crate) fn class_of(block: usize) -> Option<usize> {
+    let offset = block.wrapping_sub(start());
+    if offset >= BYTES || offset % 8 != 0 {
+        return None;
+    }
+    (CLASS_AT[offset / 8].load(Ordering::Acquire) as usize).checked_sub(1)
 }
 
 /// Takes a block of `class` back into the reserve.

@@ -18,7 +18,7 @@ use magazine::Source;
 
 use crate::classes::{self, SPAN_CLASSES};
 use crate::span::{self, Span};
-use crate::{pages, reserve};
+use crate::{pagemap, pages, reserve};
 
 /// Blocks moved per lock hold; a batch is gathered under the lock into a buffer on the
 /// stack and handed to the cache after it (the cache's magazines hold at most 64).
@@ -191,6 +191,9 @@ fn take(class: usize, blocks: &mut [usize]) -> usize {
                     fresh.carved = 0;
                     fresh.out = 0;
                     fresh.free = 0;
+                    // Before any of its blocks is handed out: a free by address finds
+                    // the class there.
+                    pagemap::mark_span(fresh.start, span::span_size(kind), Some(class));
                     link(&mut spans, fresh);
                 }
                 CENTRAL[class].held.fetch_add(1, Ordering::Relaxed);

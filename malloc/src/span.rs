@@ -17,7 +17,9 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crate::classes;
 use crate::os;
+use crate::pagemap::{self, Mapping};
 
 /// The log2 of a chunk's size.
 const CHUNK_SHIFT: u32 = 22;
@@ -146,6 +148,13 @@ pub(crate) fn take(kind: usize) -> Option<NonNull<Span>> {
             // SAFETY: a fresh mapping of `CHUNK` bytes, zeroed, aligned for `Header`: a
             // zeroed descriptor is a valid one (null links, no blocks).
             unsafe { ptr::addr_of_mut!((*(chunk as *mut Header)).shift).write(shift) };
+            // The chunk's leaf in the map exists from here on: its spans' entries
+            // (`pagemap::mark_span`) cannot fail.
+            if !pagemap::insert(chunk, Mapping::Chunk) {
+                // SAFETY: our fresh mapping, which nobody else knows of.
+                unsafe { os::unmap(chunk, CHUNK) };
+                return None;
+            }
             CHUNKS.fetch_add(1, Ordering::Relaxed);
             pool.chunk = chunk;
             pool.next = 1;
@@ -177,6 +186,8 @@ pub(crate) unsafe fn give_back(kind: usize, span: NonNull<Span>) {
     if returned {
         RETURNED.fetch_add(1, Ordering::Relaxed);
     }
+    // SAFETY: as above.
+    pagemap::mark_span(unsafe { span.as_ref().start }, span_size(kind), None);
     let mut pool = lock(kind);
     // SAFETY: as above; the descriptor enters the list under its lock.
     unsafe { (*span.as_ptr()).next = pool.free };
@@ -202,6 +213,24 @@ pub(crate) unsafe fn span_of(block: usize) -> *mut Span {
         let shift = ptr::addr_of!((*header).shift).read();
         ptr::addr_of_mut!((*header).spans[(block - chunk) >> shift])
     }
+}
+
+/// The span class of `block` when it is the start of a block in a span that a class
+/// holds; `None` for any other address (outside every such span, or between two blocks).
+/// A block that was never handed out, or is free again, in a span a class holds is not
+/// told apart from a live one. Any address may be passed: nothing is dereferenced.
+#[inline]
+pub(crate) fn class_of(block: usize) -> Option<usize> {
+    let class = pagemap::span_class(block)?;
+    // Spans are aligned to their size (chunks are, and spans are cut at multiples of it).
+    let span = 1usize << classes::span_shift(class);
+    let offset = block & (span - 1);
+    // MUTANT: any address in a held span is taken for a block of its class.
+    if cfg!(magazine_mutant = "block_offset_unchecked") {
+        return Some(class);
+    }
+    let fits = offset + classes::class_size(class) <= span;
+    (fits && classes::is_block_offset(class, offset)).then_some(class)
 }
 
 /// Span and chunk counts for statistics.
