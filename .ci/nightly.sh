@@ -35,3 +35,9 @@ need_nightly() {
 # pop that pins after its CAS in 4 runs of 4, where the test's default of 10^5 missed it
 # in 18 of 18.
 DEPOT_EPOCH_OPS=3000000
+
+# The standard library rebuilt under a sanitizer (sanitizers.sh, tool-mutants.sh): `test`
+# named beside `std`, so that the doc tests' build (which alone does not ask for `test`)
+# links the same std units as the tests' and reuses every dependency built for them,
+# instead of building them all a second time.
+BUILD_STD=-Zbuild-std=std,test

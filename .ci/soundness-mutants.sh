@@ -24,11 +24,18 @@
 # so), those mutants are skipped too. Debug builds (the bugs show as failed assertions or
 # the standard library's precondition checks). Measured on the 2-core machine: about 15 s
 # a mutant with the dependencies built.
+#
+# In the test command's target directory, whose dependencies are built already (the
+# wrapper is not part of cargo's fingerprint either): the mutants of `magazine` are built
+# there with one profile setting of the crate set to its default value explicitly
+# (MUTANT_PROFILE: `split-debuginfo = "off"`, the same code), which gives their artifacts
+# names of their own, so a mutant build is never taken for the real crate's, even if this
+# script is stopped half way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
-export CARGO_TARGET_DIR=target/soundness-mutant
 export RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh
+MUTANT_PROFILE=(--config 'profile.dev.package.magazine.split-debuginfo="off"')
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
@@ -48,7 +55,6 @@ MUTANTS=(
 
 # The tests first, unmutated: they must pass, and say whether they ran or skipped.
 unset MAGAZINE_MUTANT
-cargo clean -p magazine >/dev/null 2>&1 || true
 cargo test --test fences --test cpu_count_gap -- --nocapture >"$log" 2>&1 || { cat "$log"; exit 1; }
 sequences=yes
 if grep -q "skipped" "$log"; then
@@ -68,9 +74,11 @@ for entry in "${MUTANTS[@]}"; do
   start=$SECONDS
   # The wrapper's cfg is not in cargo's fingerprint: rebuild the crate for each mutant.
   cargo clean -p magazine >/dev/null 2>&1 || true
-  MAGAZINE_MUTANT=$mutant cargo test "${args[@]}" --no-run >"$log" 2>&1 || { cat "$log"; exit 1; }
+  MAGAZINE_MUTANT=$mutant cargo test "${MUTANT_PROFILE[@]}" "${args[@]}" --no-run >"$log" 2>&1 ||
+    { cat "$log"; exit 1; }
   status=0
-  MAGAZINE_MUTANT=$mutant RUST_BACKTRACE=0 timeout 60 cargo test "${args[@]}" >"$log" 2>&1 || status=$?
+  MAGAZINE_MUTANT=$mutant RUST_BACKTRACE=0 timeout 60 cargo test "${MUTANT_PROFILE[@]}" "${args[@]}" >"$log" 2>&1 ||
+    status=$?
   [ "$status" -ne 124 ] || echo "killed after 60 s: a hang" >>"$log"
   if [ "$status" -ne 0 ]; then
     what=$(grep -m1 -E "precondition|SIG|killed after|chased|membarrier failed|left:" "$log" \

@@ -21,9 +21,10 @@
 #
 #   bash .ci/tool-mutants.sh [miri|tsan|asan]...    (default: all three)
 #
-# Measured on the shared 2-core machine: 43-58 s for Miri and TSan with the builds cached;
-# a first run also builds every dependency for Miri with the mutant's cfg. ASan reuses
-# sanitizers.sh's build, rebuilding `magazine` twice.
+# Measured on the shared 2-core machine: 43-58 s for Miri and TSan with the builds cached.
+# Each tool reuses the dependencies built by miri.sh or sanitizers.sh, rebuilding only
+# `magazine` (run alone, without them, the Miri part builds them first: 141 s on
+# 2026-12-07, load average 4-5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source .ci/nightly.sh
@@ -75,19 +76,21 @@ verdict() {
 miri() {
   local mutant=link_frees_without_epoch status=0 start
   echo "--- miri: $mutant"
-  # cargo-miri ignores RUSTC_WRAPPER, so the cfg goes in RUSTFLAGS, in a target dir of its
-  # own (every crate is rebuilt for Miri there once; later runs reuse it).
+  # cargo-miri ignores RUSTC_WRAPPER, so the cfg goes in the rustflags of `magazine`'s
+  # profile (nightly cargo's `-Zprofile-rustflags`), in miri.sh's target directory: only
+  # `magazine` is rebuilt, the dependencies are miri.sh's, and the mutant's artifacts are
+  # named apart from the real crate's by those flags.
   # The flags of miri.sh (the leak check off: a seed that finds no UB must not stop the
   # seeds after it on crossbeam's apparent leaks), more seeds, and 2,000 operations per
   # stress test instead of miri.sh's 500 (passed through Miri's isolation): more pops race.
   export MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-permissive-provenance -Zmiri-ignore-leaks"
   MIRIFLAGS+=" -Zmiri-many-seeds=0..${MIRI_MUTANT_SEEDS:-8} -Zmiri-env-forward=MAGAZINE_STRESS_OPS"
   export MAGAZINE_STRESS_OPS=2000
-  RUSTFLAGS="--cfg magazine_mutant=\"$mutant\"" CARGO_TARGET_DIR=$ROOT/miri-mutant \
-    cargo +nightly miri test -p magazine --test stress --no-run
+  local flags="[\"--cfg\", 'magazine_mutant=\"$mutant\"']"
+  local profile=(-Zprofile-rustflags --config "profile.dev.package.magazine.rustflags=$flags")
+  cargo +nightly miri test "${profile[@]}" -p magazine --test stress --no-run
   start=$SECONDS
-  RUSTFLAGS="--cfg magazine_mutant=\"$mutant\"" CARGO_TARGET_DIR=$ROOT/miri-mutant \
-    cargo +nightly miri test -p magazine --test stress >"$log" 2>&1 || status=$?
+  cargo +nightly miri test "${profile[@]}" -p magazine --test stress >"$log" 2>&1 || status=$?
   unset MAGAZINE_STRESS_OPS
   verdict Miri "$mutant" "$status" $((SECONDS - start)) 'Undefined Behavior'
 }
@@ -106,11 +109,11 @@ tsan() {
   clean_tsan_magazine
   export RUSTFLAGS="-Zsanitizer=thread" CARGO_TARGET_DIR=$ROOT/tsan
   RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh MAGAZINE_MUTANT=$mutant \
-    cargo +nightly test -Zbuild-std --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test stress --no-run
+    cargo +nightly test "$BUILD_STD" --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test stress --no-run
   start=$SECONDS
   TSAN_OPTIONS="halt_on_error=1" \
     RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh MAGAZINE_MUTANT=$mutant \
-    cargo +nightly test -Zbuild-std --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test stress \
+    cargo +nightly test "$BUILD_STD" --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test stress \
     -- --test-threads=1 >"$log" 2>&1 || status=$?
   unset RUSTFLAGS CARGO_TARGET_DIR
   verdict ThreadSanitizer "$mutant" "$status" $((SECONDS - start)) 'WARNING: ThreadSanitizer'
@@ -130,7 +133,7 @@ asan() {
   clean_asan_magazine
   export RUSTFLAGS="-Zsanitizer=address" CARGO_TARGET_DIR=$ROOT/asan
   RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh MAGAZINE_MUTANT=$mutant \
-    cargo +nightly test -Zbuild-std --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test depot_epoch --no-run
+    cargo +nightly test "$BUILD_STD" --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test depot_epoch --no-run
   start=$SECONDS
   # $DEPOT_EPOCH_OPS (nightly.sh) operations per worker: a whole run takes 17-18 s under
   # ASan, a caught one stops at the report; up to three runs.
@@ -138,7 +141,7 @@ asan() {
     status=0
     MAGAZINE_DEPOT_OPS=$DEPOT_EPOCH_OPS ASAN_OPTIONS="detect_leaks=1 halt_on_error=1" \
       RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh MAGAZINE_MUTANT=$mutant \
-      cargo +nightly test -Zbuild-std --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test depot_epoch \
+      cargo +nightly test "$BUILD_STD" --target "$TARGET" --release "${DEBUG_ASSERTIONS[@]}" -p magazine --test depot_epoch \
       >"$log" 2>&1 || status=$?
     ! grep -q 'ERROR: AddressSanitizer' "$log" || break
   done

@@ -39,30 +39,63 @@ build_test_binary() {
   rm -f "$log"
 }
 
-# run_one <binary> <env assignment> <test>: one test in its own process. Prints its line, and
-# on failure its first panic; exits 255 on failure, which stops xargs from starting more.
+# run_one <suite> <binary> <env assignment> <test>: one test in its own process. Prints its
+# line, and on failure its first panic; exits 255 on failure, which stops xargs from
+# starting more.
 run_one() {
-  local binary=$1 setting=$2 test=$3 start=$SECONDS log
+  local suite=$1 binary=$2 setting=$3 test=$4 start=$SECONDS log
   log=$(mktemp)
   if env "$setting" "$binary" --exact "$test" --test-threads=1 --nocapture >"$log" 2>&1; then
-    printf '  ok    %-32s %-26s %4ss  %s\n' "$test" "$setting" "$((SECONDS - start))" \
+    printf '  ok    %-12s %-32s %-26s %4ss  %s\n' "$suite" "$test" "$setting" "$((SECONDS - start))" \
       "$(grep -o -m1 'loom: [0-9]* executions\|shuttle dfs.*' "$log" || true)"
     rm -f "$log"
   else
     # One write, so that a test finishing beside it does not split the report.
-    printf '  FAIL  %-32s %-26s %4ss\n%s\n  (full log: %s)\n' "$test" "$setting" \
+    printf '  FAIL  %-12s %-32s %-26s %4ss\n%s\n  (full log: %s)\n' "$suite" "$test" "$setting" \
       "$((SECONDS - start))" "$(grep -m1 -A6 'panicked at' "$log" || tail -n 20 "$log")" "$log"
     exit 255
   fi
 }
 export -f run_one
 
-# run_each <binary> <env assignment> <test>...: one process per test, JOBS at a time (the
-# checkers are single-threaded: one per core); stops at the first failure.
+# queue <suite> <binary> <env assignment> <test>...: adds one run per test to the queue that
+# run_queue runs. The checkers are single-threaded: JOBS processes (one per core) run at a
+# time, the longest first (LONGEST below, seconds measured on the 2-core machine in the
+# clean-clone run of 2026-12-07), so that the runs still going at the end are short ones
+# and both cores stay busy to the end; the suites' and bounds' runs share one queue.
 JOBS=${MODEL_JOBS:-$(nproc)}
-run_each() {
-  local binary=$1 setting=$2; shift 2
-  printf '%s\n' "$@" | xargs -P "$JOBS" -I{} bash -c 'run_one "$@"' _ "$binary" "$setting" {}
+QUEUE=()
+declare -A LONGEST=(
+  ["loom full:LOOM_MAX_PREEMPTIONS=1:depot_aba"]=55
+  ["loom fast:LOOM_MAX_PREEMPTIONS=3:refill_race"]=42
+  ["loom fast:LOOM_MAX_PREEMPTIONS=4:depot_growth"]=39
+  ["shuttle:SHUTTLE_ITERATIONS=10000:depot_aba_dfs"]=16
+  ["shuttle:SHUTTLE_ITERATIONS=10000:depot_push_pop_dfs"]=15
+  ["loom fast:LOOM_MAX_PREEMPTIONS=3:depot_aba"]=14
+  ["loom full:LOOM_MAX_PREEMPTIONS=2:depot_push_pop"]=13
+  ["loom fast:LOOM_MAX_PREEMPTIONS=2:slot_busy_is_a_miss_wide"]=10
+  ["loom full:LOOM_MAX_PREEMPTIONS=1:depot_shrink_one_per_tick"]=10
+  ["loom full:LOOM_MAX_PREEMPTIONS=1:depot_shrink_working_set"]=9
+  ["loom fast:LOOM_MAX_PREEMPTIONS=3:depot_growth"]=8
+  ["loom full:LOOM_MAX_PREEMPTIONS=2:depot_growth"]=8
+  ["shuttle:SHUTTLE_ITERATIONS=10000:refill_race"]=8
+)
+queue() {
+  local suite=$1 binary=$2 setting=$3 test; shift 3
+  for test in "$@"; do
+    QUEUE+=("${LONGEST["$suite:$setting:$test"]:-0} ${#QUEUE[@]}"$'\t'"$suite"$'\t'"$binary"$'\t'"$setting"$'\t'"$test")
+  done
+}
+
+# run_queue: runs the queue, the longest first (then in the order queued); stops at the
+# first failure.
+run_queue() {
+  local suite binary setting test
+  [ ${#QUEUE[@]} -gt 0 ] || return 0
+  printf '%s\n' "${QUEUE[@]}" | sort -k1,1nr -k2,2n | while IFS=$'\t' read -r _ suite binary setting test; do
+    printf '%s\0' "$suite" "$binary" "$setting" "$test"
+  done | xargs -0 -n 4 -P "$JOBS" bash -c 'run_one "$@"' _
+  QUEUE=()
 }
 
 list_tests() { "$1" --list 2>/dev/null | sed -n 's/: test$//p'; }
@@ -72,17 +105,17 @@ fast() {
   binary=$(CARGO_TARGET_DIR=$TARGET/loom RUSTFLAGS="--cfg loom" build_test_binary loom)
   mapfile -t tests < <(list_tests "$binary")
   echo "loom fast: ${#tests[@]} tests, bound 2"
-  run_each "$binary" LOOM_MAX_PREEMPTIONS=2 "${tests[@]}"
+  queue "loom fast" "$binary" LOOM_MAX_PREEMPTIONS=2 "${tests[@]}"
   # The `_wide` variants (three threads, or two CPU slots) at bound 2 only: at 3,
   # slot_busy_is_a_miss_wide alone took 112 s of CI's budget for what its narrow twin and
   # shuttle already explore.
   mapfile -t narrow < <(printf '%s\n' "${tests[@]}" | grep -v '_wide$')
   echo "loom fast: ${#narrow[@]} tests, bound 3"
-  run_each "$binary" LOOM_MAX_PREEMPTIONS=3 "${narrow[@]}"
+  queue "loom fast" "$binary" LOOM_MAX_PREEMPTIONS=3 "${narrow[@]}"
   # depot_aba stops at bound 3 (68172 executions, 12 s); at 4 it took 141 s.
   mapfile -t depot < <(printf '%s\n' "${tests[@]}" | grep '^depot_' | grep -v '^depot_aba$')
   echo "loom fast: ${#depot[@]} depot tests, bound 4"
-  run_each "$binary" LOOM_MAX_PREEMPTIONS=4 "${depot[@]}"
+  queue "loom fast" "$binary" LOOM_MAX_PREEMPTIONS=4 "${depot[@]}"
 }
 
 # Scenarios 1-3 (the depot: push/pop, ABA, growth, shrink) with loom inside crossbeam-epoch
@@ -100,8 +133,8 @@ full() {
   binary=$(CARGO_TARGET_DIR=$TARGET/loom-full RUSTFLAGS="--cfg loom --cfg crossbeam_loom" \
     build_test_binary loom)
   echo "loom full (crossbeam_loom): ${#FULL_TESTS[@]} tests at bound 2, ${#FULL_TESTS_BOUND_1[@]} at bound 1"
-  run_each "$binary" LOOM_MAX_PREEMPTIONS=2 "${FULL_TESTS[@]}"
-  run_each "$binary" LOOM_MAX_PREEMPTIONS=1 "${FULL_TESTS_BOUND_1[@]}"
+  queue "loom full" "$binary" LOOM_MAX_PREEMPTIONS=2 "${FULL_TESTS[@]}"
+  queue "loom full" "$binary" LOOM_MAX_PREEMPTIONS=1 "${FULL_TESTS_BOUND_1[@]}"
 }
 
 shuttle() {
@@ -109,7 +142,7 @@ shuttle() {
   binary=$(CARGO_TARGET_DIR=$TARGET/shuttle build_test_binary shuttle --features shuttle)
   mapfile -t tests < <(list_tests "$binary")
   echo "shuttle: ${#tests[@]} tests, $iterations iterations per scheduler"
-  run_each "$binary" SHUTTLE_ITERATIONS="$iterations" "${tests[@]}"
+  queue shuttle "$binary" SHUTTLE_ITERATIONS="$iterations" "${tests[@]}"
 }
 
 mutants() { bash loom-tests/mutants.sh; }
@@ -121,16 +154,19 @@ timed() {
   echo "=== $1: ok in $((SECONDS - start)) s"
 }
 
+# Each mode builds its binary and queues its runs; run_queue then runs them. `all` builds
+# the three binaries first and runs the three suites' runs in one queue.
 case ${1:-all} in
-  fast) timed fast ;;
-  full) timed full ;;
-  shuttle) timed shuttle ;;
-  shuttle-long) timed shuttle 100000 ;;
+  fast) timed fast; timed run_queue ;;
+  full) timed full; timed run_queue ;;
+  shuttle) timed shuttle; timed run_queue ;;
+  shuttle-long) timed shuttle 100000; timed run_queue ;;
   mutants) timed mutants ;;
   all)
     timed fast
     timed full
     timed shuttle
+    timed run_queue
     timed mutants
     ;;
   *) echo "usage: $0 [fast|full|shuttle|shuttle-long|mutants|all]" >&2; exit 2 ;;
