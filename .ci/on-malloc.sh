@@ -15,24 +15,40 @@ export RUSTFLAGS="--cfg magazine_test_malloc"
 cargo test -p magazine -p magazine-malloc --release --lib --tests
 
 # The seeded bugs the allocator's own tests must catch, built in through the same rustc
-# wrapper as the crate's mutants (it adds `--cfg magazine_mutant=...` to `magazine_malloc`).
+# wrapper as the crate's mutants (it adds `--cfg magazine_mutant=...` to `magazine_malloc`),
+# in the test command's target directory, whose dependencies are built already, with the
+# allocator's artifacts named apart by a profile setting at its default value (as in
+# soundness-mutants.sh): a mutant build is never taken for the real crate's.
 export RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh
-export CARGO_TARGET_DIR=target/malloc-mutant
-unset RUSTFLAGS
+unset CARGO_TARGET_DIR RUSTFLAGS
+MUTANT_PROFILE=(--config 'profile.dev.package.magazine-malloc.split-debuginfo="off"'
+  --config 'profile.dev.package.magazine-malloc-preload.split-debuginfo="off"')
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 failed=0
-for entry in "bump_repeats_last conservation" "spans_never_return trim" \
-  "realloc_shrinks_in_place realloc" "large_realloc_ignores_alignment realloc" \
-  "no_fork_handlers fork" "no_reserve out_of_memory" "no_exit_marker out_of_memory" \
-  "pages_never_unmapped pages" "large_kept_for_ever large"; do
-  read -r mutant test <<<"$entry"
-  cargo clean -p magazine-malloc >/dev/null 2>&1 || true
-  MAGAZINE_MUTANT=$mutant cargo test -p magazine-malloc --test "$test" --no-run >"$log" 2>&1 ||
+# The allocator's tests unmutated first (built by the test command already, unless a step
+# before cleaned `magazine`), so that `magazine` itself is never built with a mutant's cfg.
+cargo test -p magazine-malloc -p magazine-malloc-preload --no-run >"$log" 2>&1 || { cat "$log"; exit 1; }
+# Each entry: the mutant, the package whose test must catch it, the test. The C layer's
+# (`magazine-malloc-preload`) are caught by its tests of the C functions' semantics.
+for entry in "bump_repeats_last magazine-malloc conservation" \
+  "spans_never_return magazine-malloc trim" \
+  "realloc_shrinks_in_place magazine-malloc realloc" \
+  "large_realloc_ignores_alignment magazine-malloc realloc" \
+  "no_fork_handlers magazine-malloc fork" "no_reserve magazine-malloc out_of_memory" \
+  "no_exit_marker magazine-malloc out_of_memory" "pages_never_unmapped magazine-malloc pages" \
+  "large_kept_for_ever magazine-malloc large" \
+  "block_offset_unchecked magazine-malloc by_address" \
+  "calloc_wraps magazine-malloc-preload c_api" \
+  "usable_size_short magazine-malloc-preload c_api"; do
+  read -r mutant package test <<<"$entry"
+  cargo clean -p magazine-malloc -p magazine-malloc-preload >/dev/null 2>&1 || true
+  MAGAZINE_MUTANT=$mutant cargo test "${MUTANT_PROFILE[@]}" -p "$package" --test "$test" --no-run >"$log" 2>&1 ||
     { cat "$log"; exit 1; }
   # No backtrace: symbolising one allocates, and a heap with wrong books may crash there
   # before the test's message is printed.
-  if MAGAZINE_MUTANT=$mutant RUST_BACKTRACE=0 timeout 120 cargo test -p magazine-malloc --test "$test" >"$log" 2>&1; then
+  if MAGAZINE_MUTANT=$mutant RUST_BACKTRACE=0 timeout 120 \
+    cargo test "${MUTANT_PROFILE[@]}" -p "$package" --test "$test" >"$log" 2>&1; then
     echo "malloc: MUTANT $mutant ESCAPED"
     failed=1
   else
@@ -42,5 +58,5 @@ for entry in "bump_repeats_last conservation" "spans_never_return trim" \
     echo "malloc: caught $mutant: $message"
   fi
 done
-cargo clean -p magazine-malloc >/dev/null 2>&1 || true
+cargo clean -p magazine-malloc -p magazine-malloc-preload >/dev/null 2>&1 || true
 exit $failed

@@ -37,9 +37,11 @@
 #
 # Where the cache cannot run sequences (another platform, an old kernel, valgrind), the
 # test checks the slot protocol and the mutants are skipped, saying so.
-# The mutants share one target directory and the RUSTC_WRAPPER of loom-tests/mutants.sh,
-# which sets the mutant's cfg on the `magazine` crate alone, so the dependencies are built
-# once. A mutant with a test of its own (ONLY below) runs that test alone. Measured on the
+# The mutants are built through the RUSTC_WRAPPER of loom-tests/mutants.sh, which sets the
+# mutant's cfg on the `magazine` crate alone, in the target directory of the test above, so
+# the dependencies are built once; `magazine`'s mutant artifacts are named apart by a
+# profile setting at its default value (as in soundness-mutants.sh), so a mutant build is
+# never taken for the real crate's. A mutant with a test of its own (ONLY below) runs that test alone. Measured on the
 # 2-core machine: about 4 s for the test; the first mutant build about 45 s, each further
 # one about 15 s.
 set -euo pipefail
@@ -48,14 +50,21 @@ export CARGO_TERM_COLOR=never
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-cargo test --release --test rseq -- --nocapture 2>&1 | tee "$log" | grep -E '^test |restartable|signals|test result'
+status=0
+cargo test --release --test rseq -- --nocapture >"$log" 2>&1 || status=$?
+grep -E '^test |restartable|signals|test result' "$log" || true
+if [ "$status" -ne 0 ]; then
+  # The failure's own lines (the panics and the summary), which the filter above drops.
+  grep -E -A12 'panicked at|^failures:' "$log" | head -80
+  exit "$status"
+fi
 if ! grep -q 'restartable sequences: true' "$log"; then
   echo "rseq: the cache does not run restartable sequences here; mutants skipped"
   exit 0
 fi
 
-export CARGO_TARGET_DIR=target/rseq-mutant
 export RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh
+MUTANT_PROFILE=(--config 'profile.release.package.magazine.split-debuginfo="off"')
 # The test written for a mutant, run alone (the others run the whole binary).
 declare -A ONLY=(
   [count_before_commit]=hits_are_counted_once
@@ -70,7 +79,8 @@ for mutant in fence_skipped commit_before_read count_before_commit alloc_hits_ov
   start=$SECONDS
   # The wrapper's cfg is not in cargo's fingerprint: rebuild the crate for each mutant.
   cargo clean --release -p magazine >/dev/null 2>&1 || true
-  MAGAZINE_MUTANT=$mutant cargo test --release --test rseq --no-run >"$log" 2>&1 || { cat "$log"; exit 1; }
+  MAGAZINE_MUTANT=$mutant cargo test "${MUTANT_PROFILE[@]}" --release --test rseq --no-run >"$log" 2>&1 ||
+    { cat "$log"; exit 1; }
   caught=
   # A bug in a few-instruction window: up to three runs of 4 * 10^7 operations.
   for attempt in 1 2 3; do
@@ -78,7 +88,7 @@ for mutant in fence_skipped commit_before_read count_before_commit alloc_hits_ov
     # is a catch too, after 120 s.
     status=0
     MAGAZINE_MUTANT=$mutant MAGAZINE_RSEQ_OPS=40000000 timeout 120 \
-      cargo test --release --test rseq -- ${ONLY[$mutant]:-} >"$log" 2>&1 || status=$?
+      cargo test "${MUTANT_PROFILE[@]}" --release --test rseq -- ${ONLY[$mutant]:-} >"$log" 2>&1 || status=$?
     [ "$status" -ne 124 ] || echo "killed after 120 s: a hang" >>"$log"
     if [ "$status" -ne 0 ]; then
       caught=$attempt

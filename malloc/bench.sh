@@ -8,7 +8,11 @@
 #   bash malloc/bench.sh [rounds] [workload...]   (default: 3 rounds of xmalloc larson
 #                                                 cache-thrash cache-scratch mstress pair64
 #                                                 stringmap serde-json syn regex channel
-#                                                 rayon-sort bigvec)
+#                                                 rayon-sort bigvec programs)
+#
+# `programs` is the C library (malloc/preload/) under real programs (Python, Lua, SQLite,
+# Z3, Redis) against glibc, mimalloc, jemalloc and tcmalloc: malloc/preload/bench.sh, run
+# after the others with the same number of rounds, its own table.
 #
 # Environment:
 #   MALLOC_BENCH_SCALE=S          work per run times S (default 1: about 1-3 s per run with
@@ -34,7 +38,16 @@ shift || true
 workloads=("$@")
 [ ${#workloads[@]} -gt 0 ] ||
   workloads=(xmalloc larson cache-thrash cache-scratch mstress pair64 stringmap
-    serde-json syn regex channel rayon-sort bigvec)
+    serde-json syn regex channel rayon-sort bigvec programs)
+programs=0
+rust=()
+for w in "${workloads[@]}"; do
+  if [ "$w" = programs ]; then programs=1; else rust+=("$w"); fi
+done
+workloads=("${rust[@]}")
+if [ ${#workloads[@]} -eq 0 ]; then
+  exec bash malloc/preload/bench.sh "$rounds"
+fi
 read -r -a allocators <<<"${MALLOC_BENCH_ALLOCATORS:-magazine mimalloc jemalloc glibc}"
 scale=${MALLOC_BENCH_SCALE:-1}
 interval=${MALLOC_BENCH_TRIM_INTERVAL:-1}
@@ -96,3 +109,7 @@ echo "::: done $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg)"
 echo
 python3 malloc/benches/compare/summarize.py "$results"
 [ "$failed" -eq 0 ] || { echo "$failed runs failed" >&2; exit 1; }
+if [ "$programs" -eq 1 ]; then
+  echo
+  bash malloc/preload/bench.sh "$rounds"
+fi

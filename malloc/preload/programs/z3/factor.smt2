@@ -1,0 +1,12 @@
+; factor 2145747229 = 32749 * 65521 (both prime) in 32-bit arithmetic
+(set-option :random-seed 1)
+(set-logic QF_BV)
+(declare-const x (_ BitVec 32))
+(declare-const y (_ BitVec 32))
+(assert (bvult x (_ bv65536 32)))
+(assert (bvult y (_ bv65536 32)))
+(assert (bvugt x (_ bv1 32)))
+(assert (bvule x y))
+(assert (= (bvmul x y) (_ bv2145747229 32)))
+(check-sat)
+(get-value (x y))
