@@ -39,6 +39,7 @@ for entry in "bump_repeats_last magazine-malloc conservation" \
   "no_exit_marker magazine-malloc out_of_memory" "pages_never_unmapped magazine-malloc pages" \
   "large_kept_for_ever magazine-malloc large" \
   "block_offset_unchecked magazine-malloc by_address" \
+  "auto_trim_never_due magazine-malloc auto_trim" \
   "calloc_wraps magazine-malloc-preload c_api" \
   "usable_size_short magazine-malloc-preload c_api"; do
   read -r mutant package test <<<"$entry"

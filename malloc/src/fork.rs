@@ -62,6 +62,15 @@ pub(crate) fn trimming() -> MutexGuard<'static, ()> {
     TRIM.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The trim lock if no other trim holds it (and no fork is being prepared).
+pub(crate) fn try_trimming() -> Option<MutexGuard<'static, ()>> {
+    match TRIM.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// Registers the handlers, once per process (at the first class cache's creation, with no
 /// lock of ours held). A failed registration leaves the allocator as it was, without fork
 /// protection; it is not tried again.

@@ -36,11 +36,12 @@
 use std::alloc::Layout;
 use std::cell::Cell;
 use std::ptr;
+use std::sync::MutexGuard;
 
 use crate::classes::{self, CLASSES};
 use crate::pagemap::{self, Mapping};
 use crate::stats::{ClassStats, MallocStats};
-use crate::{caches, fork, large, os, pages, reserve, source, span};
+use crate::{auto_trim, caches, fork, large, os, pages, reserve, source, span};
 
 /// Where a thread stands (see the module docs).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -174,7 +175,7 @@ pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
 /// `ptr` is a block of `class`, allocated here, that its owner gives up.
 #[inline]
 unsafe fn dealloc_class(class: usize, ptr: *mut u8) {
-    let _inside = match enter() {
+    let inside = match enter() {
         Some(inside) => inside,
         None => {
             // SAFETY: a block of `class` that the caller gives up.
@@ -189,6 +190,9 @@ unsafe fn dealloc_class(class: usize, ptr: *mut u8) {
             unsafe { source::free_one(class, ptr as usize) }
         }
     }
+    drop(inside);
+    // Outside again, no lock held: where an automatic trim may run.
+    auto_trim::run_if_due();
 }
 
 /// A block as found from its address alone.
@@ -330,7 +334,11 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *
 
 pub(crate) fn trim() {
     // Held first: no cache's trim may be half done at a `fork` (see `fork`).
-    let _trimming = fork::trimming();
+    trim_holding(&fork::trimming());
+}
+
+/// Trims every class cache and the kept large mappings; the caller holds the trim lock.
+pub(crate) fn trim_holding(_trimming: &MutexGuard<'static, ()>) {
     let _inside = enter();
     for class in 0..CLASSES {
         if let Some(cache) = caches::existing(class) {
@@ -339,6 +347,8 @@ pub(crate) fn trim() {
     }
     large::trim();
 }
+
+pub(crate) use auto_trim::{interval as auto_trim, set_interval as set_auto_trim};
 
 pub(crate) fn stats() -> MallocStats {
     let mut per_class = Vec::with_capacity(CLASSES); // before entering: a class block
@@ -371,5 +381,6 @@ pub(crate) fn stats() -> MallocStats {
         large_kept_bytes: large::kept(),
         metadata_in_use: caches::cache_bytes(),
         reserve_in_use: reserve::in_use(),
+        auto_trims: auto_trim::runs(),
     }
 }

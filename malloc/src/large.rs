@@ -16,8 +16,8 @@ use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::os;
 use crate::pagemap::{self, Mapping};
+use crate::{auto_trim, os};
 
 /// Bytes mapped for large allocations in use now (statistics).
 static MAPPED: AtomicUsize = AtomicUsize::new(0);
@@ -150,6 +150,7 @@ fn unmap_all(mappings: &[Kept]) {
 /// A mapping for `layout`: a kept one if one holds it (its contents are a previous
 /// user's), else a fresh one; null when the system refuses.
 pub(crate) fn alloc(layout: Layout) -> *mut u8 {
+    auto_trim::note_slow_call();
     let Some(len) = os::whole_pages(layout.size()) else {
         return ptr::null_mut();
     };
@@ -213,6 +214,7 @@ fn registered(addr: usize, len: usize) -> *mut u8 {
 /// `ptr` came from [`alloc()`] (or [`alloc_zeroed`], or [`realloc()`]) with `layout` and is
 /// not used again.
 pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
+    auto_trim::note_slow_call();
     let Some(len) = os::whole_pages(layout.size()) else {
         return;
     };

@@ -121,9 +121,14 @@
 //! **Trimming.** [`MagazineMalloc::trim`] trims every class cache: with the working-set
 //! rule a trim gives back what nobody used since the previous trim (idle CPU slots
 //! included), so memory freed by a workload goes back after two trims an interval apart;
-//! the spans whose blocks all came back are discarded at once.
-//! [`MagazineMalloc::spawn_trimmer`] starts a thread that trims every interval (2 s is
-//! the cache's advice); start it from `main`, never from inside an allocation.
+//! the spans whose blocks all came back are discarded at once. The allocator trims by
+//! itself every 100 ms ([`MagazineMalloc::set_auto_trim`]) with no thread: the clock is
+//! read only when a call leaves the caches' fast path (a depot ran empty or overflowed, a
+//! large block came or went), and a due trim runs in the next small free made from
+//! outside the allocator. A program that stops allocating keeps what its caches hold
+//! until it allocates again; [`MagazineMalloc::spawn_trimmer`] starts a thread that trims
+//! every interval whatever the program does (start it from `main`, never from inside an
+//! allocation).
 //!
 //! **Memory cost.** Per CPU and class used: at most two magazines of blocks in the CPU's
 //! slot, 2 x [`classes::magazine_size`] x size (1 KiB for the 8 B class, about 32 KiB
@@ -189,6 +194,8 @@ use std::time::Duration;
 pub mod classes;
 mod stats;
 
+#[cfg(target_os = "linux")]
+mod auto_trim;
 #[cfg(target_os = "linux")]
 mod caches;
 #[cfg(not(target_os = "linux"))]
@@ -276,6 +283,25 @@ impl MagazineMalloc {
                 thread::sleep(interval);
                 self.trim();
             })
+    }
+
+    /// Sets the interval of the trims the allocator runs by itself (100 ms unless set);
+    /// `None` turns them off. No thread and no timer: the clock is read when a call leaves
+    /// the caches' fast path (a class's depot ran empty or overflowed, a large block was
+    /// allocated or freed), and once the interval has passed, the next free of a small
+    /// block from outside the allocator runs a [`trim`](Self::trim) (unless another is
+    /// running: nobody waits). With the working-set rule, a class in steady use keeps its
+    /// magazines, and what a finished phase of the program left in the caches goes back
+    /// within about two intervals of its end, provided the program still allocates. It
+    /// applies to the whole process, whichever handle sets it.
+    pub fn set_auto_trim(&self, interval: Option<Duration>) {
+        imp::set_auto_trim(interval);
+    }
+
+    /// The interval of the automatic trims, `None` when they are off (see
+    /// [`set_auto_trim`](Self::set_auto_trim)).
+    pub fn auto_trim(&self) -> Option<Duration> {
+        imp::auto_trim()
     }
 
     /// A snapshot of the heap: each used class's cache counters, spans and blocks, and

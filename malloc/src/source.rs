@@ -18,7 +18,7 @@ use magazine::Source;
 
 use crate::classes::{self, SPAN_CLASSES};
 use crate::span::{self, Span};
-use crate::{pagemap, pages, reserve};
+use crate::{auto_trim, pagemap, pages, reserve};
 
 /// Blocks moved per lock hold; a batch is gathered under the lock into a buffer on the
 /// stack and handed to the cache after it (the cache's magazines hold at most 64).
@@ -69,11 +69,13 @@ impl Source for ClassSource {
     type Item = usize;
 
     fn alloc(&self) -> Option<usize> {
+        auto_trim::note_slow_call();
         let mut block = [0];
         (take(self.class, &mut block) == 1).then_some(block[0])
     }
 
     fn alloc_batch(&self, max: usize, out: &mut dyn FnMut(usize)) -> usize {
+        auto_trim::note_slow_call();
         let mut buffer = [0; BATCH];
         let mut handed = 0;
         while handed < max {
@@ -96,6 +98,7 @@ impl Source for ClassSource {
     }
 
     fn free_batch(&self, items: &mut dyn Iterator<Item = usize>) {
+        auto_trim::note_slow_call();
         let mut buffer = [0; BATCH];
         loop {
             let n = buffer

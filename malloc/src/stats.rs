@@ -37,6 +37,9 @@ pub struct MallocStats {
     /// Bytes of the static reserve in use: metadata blocks (crossbeam-epoch's records and
     /// garbage bags, magazines) that the caches needed while the system refused memory.
     pub reserve_in_use: usize,
+    /// Trims the allocator ran by itself so far
+    /// ([`MagazineMalloc::set_auto_trim`](crate::MagazineMalloc::set_auto_trim)).
+    pub auto_trims: u64,
 }
 
 impl MallocStats {
@@ -89,10 +92,11 @@ impl fmt::Display for MallocStats {
         writeln!(
             f,
             "{} classes: {allocs} alloc hits, {frees} free hits, {calls} source calls, \
-             {trimmed} magazines trimmed; spans {} held {} free {} returned; mapped {} KiB \
+             {trimmed} magazines trimmed ({} automatic trims); spans {} held {} free {} returned; mapped {} KiB \
              (chunks {} KiB, page classes {} KiB, large {} KiB, kept {} KiB; the caches \
              themselves {} KiB)",
             self.classes.len(),
+            self.auto_trims,
             self.spans_held,
             self.spans_free,
             self.spans_returned,

@@ -24,10 +24,10 @@
 //!
 //! **Trimming.** Memory freed by the program stays in the caches until trims give it back
 //! (spans whose blocks all come back return to the system at once; each class's depot
-//! holds at most 128 full magazines per CPU). With `MAGAZINE_TRIM_MS=N` in the
-//! environment, the library starts a thread at load that trims every `N` milliseconds
-//! ([`MagazineMalloc::trim`]; 2000 is the cache's advice); without it, no thread is
-//! started.
+//! holds at most 128 full magazines per CPU). The allocator trims by itself every 100 ms
+//! ([`MagazineMalloc::set_auto_trim`]), with no thread: when a call leaves the caches'
+//! fast path after the interval, the next small `free` trims. `MAGAZINE_TRIM_MS=N` in the
+//! environment sets the interval to `N` milliseconds, `0` turns the trims off.
 //!
 //! With `MAGAZINE_STATS` set, the heap's statistics are printed on the standard error at
 //! exit.
@@ -48,9 +48,10 @@ use magazine_malloc::MagazineMalloc;
 #[global_allocator]
 static HEAP: MagazineMalloc = MagazineMalloc::new();
 
-/// Starts the trimming thread when `MAGAZINE_TRIM_MS` asks for one: run by the dynamic
-/// loader when it loads the library (`.init_array`), before the program's `main`.
-extern "C" fn start_trimmer() {
+/// Sets the interval of the allocator's own trims from `MAGAZINE_TRIM_MS` when it is set
+/// (0 turns them off): run by the dynamic loader when it loads the library
+/// (`.init_array`), before the program's `main`.
+extern "C" fn configure_trims() {
     // SAFETY: `getenv` with a NUL-terminated name; the result, if not null, is a
     // NUL-terminated string that nobody changes while the loader runs constructors.
     let value = unsafe { libc::getenv(c"MAGAZINE_TRIM_MS".as_ptr()) };
@@ -67,12 +68,11 @@ extern "C" fn start_trimmer() {
         .ok()
         .and_then(|ms| ms.trim().parse::<u64>().ok());
     match interval {
-        Some(ms) if ms > 0 => {
-            // A failure to start it leaves the program untrimmed, which is not an error.
-            let _ = HEAP.spawn_trimmer(std::time::Duration::from_millis(ms));
-        }
-        _ => {
-            let message = b"magazine-malloc: MAGAZINE_TRIM_MS is not a positive number of milliseconds; no trimming\n";
+        Some(0) => HEAP.set_auto_trim(None),
+        Some(ms) => HEAP.set_auto_trim(Some(std::time::Duration::from_millis(ms))),
+        None => {
+            let message =
+                b"magazine-malloc: MAGAZINE_TRIM_MS is not a number of milliseconds; ignored\n";
             // SAFETY: writes initialised bytes to the standard error.
             unsafe { libc::write(libc::STDERR_FILENO, message.as_ptr().cast(), message.len()) };
         }
@@ -81,7 +81,7 @@ extern "C" fn start_trimmer() {
 
 #[used]
 #[link_section = ".init_array"]
-static START_TRIMMER: extern "C" fn() = start_trimmer;
+static CONFIGURE_TRIMS: extern "C" fn() = configure_trims;
 
 /// Prints the heap's statistics ([`MagazineMalloc::stats`]) on the standard error when the
 /// process exits, if `MAGAZINE_STATS` is set: run by the dynamic loader at exit
