@@ -452,6 +452,80 @@ impl<S: Source> Cache<S> {
         self.free_on(self.current_cpu(), item)
     }
 
+    /// [`alloc`](Self::alloc)'s hit alone: an item from the loaded magazine of the current
+    /// CPU's slot by a restartable sequence, counted as a hit; `None`, with nothing done,
+    /// on anything else (that magazine empty, the slot owned by a thread, a cache that does
+    /// not [run sequences](Self::runs_restartable_sequences)), where the caller goes on
+    /// with [`alloc`](Self::alloc). It never calls the source, allocates, takes a lock,
+    /// pins the epoch or waits, so a global allocator may call it before it marks its
+    /// thread as running the cache, whatever the thread is doing
+    /// ([obligations](crate::docs::obligations#inside-a-global-allocator)).
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// assert_eq!(cache.alloc_if_hit(), None, "nothing cached: a miss, and no source call");
+    /// assert_eq!(cache.stats().source_alloc_calls, 0);
+    /// let id = cache.alloc_if_hit().or_else(|| cache.alloc()).unwrap();
+    /// cache.free(id);
+    /// ```
+    #[inline]
+    pub fn alloc_if_hit(&self) -> Option<S::Item> {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if let Some(layout) = &self.sequences {
+            // SAFETY: as in `alloc_in_sequence`: `layout` describes our slots, taken only
+            // by the fenced protocol.
+            return unsafe { crate::rseq::alloc(layout, crate::rseq::ANY_CPU) }.ok();
+        }
+        None
+    }
+
+    /// [`free`](Self::free)'s hit alone: `item` pushed onto the loaded magazine of the
+    /// current CPU's slot by a restartable sequence, counted as a hit; the item handed
+    /// back, with nothing done, on anything else (that magazine full, the slot owned, a
+    /// cache that does not run sequences), where the caller goes on with
+    /// [`free`](Self::free). Like [`alloc_if_hit`](Self::alloc_if_hit), it never calls the
+    /// source, allocates, takes a lock, pins or waits.
+    ///
+    /// ```
+    /// use magazine::Cache;
+    /// # use magazine::Source;
+    /// # struct Ids(std::sync::atomic::AtomicU32);
+    /// # impl Source for Ids {
+    /// #     type Item = u32;
+    /// #     fn alloc(&self) -> Option<u32> { Some(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) }
+    /// #     fn free_batch(&self, items: &mut dyn Iterator<Item = u32>) { items.for_each(drop) }
+    /// # }
+    ///
+    /// let cache = Cache::new(Ids(Default::default()));
+    /// let id = cache.alloc().unwrap();
+    /// if let Err(id) = cache.free_if_hit(id) {
+    ///     cache.free(id); // no sequences here, or the magazine was full
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The item, when the hit did not happen.
+    #[inline]
+    pub fn free_if_hit(&self, item: S::Item) -> Result<(), S::Item> {
+        #[cfg(all(magazine_rseq, not(miri)))]
+        if let Some(layout) = &self.sequences {
+            // SAFETY: as in `alloc_if_hit`.
+            return unsafe { crate::rseq::free(layout, crate::rseq::ANY_CPU, item) }
+                .map_err(|(item, _)| item);
+        }
+        Err(item)
+    }
+
     /// [`alloc`](Self::alloc) on the slot of `cpu` (taken modulo [`Config::cpus`]), for
     /// pinned threads and simulators.
     ///

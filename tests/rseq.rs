@@ -347,6 +347,58 @@ fn cache_with_sequences(
     Some((cache, source))
 }
 
+/// `alloc_if_hit` and `free_if_hit` are a sequence's hit or nothing: a miss calls no
+/// source, changes nothing and hands the item back; a hit is counted as `alloc`'s and
+/// `free`'s are, last in first out on the CPU's loaded magazine.
+#[test]
+fn hits_alone_or_nothing() {
+    let cpus = allowed_cpus();
+    let Some((cache, source)) = cache_with_sequences(4, cpus.len().max(configured_cpus()), 64)
+    else {
+        return;
+    };
+    thread::scope(|s| {
+        s.spawn(|| {
+            run_on(&cpus[..1]);
+            assert_eq!(cache.alloc_if_hit(), None, "nothing cached: a miss");
+            assert_eq!(cache.stats().source_alloc_calls, 0, "a miss calls no source");
+            let ids: Vec<u32> = (0..12).map(|_| cache.alloc().unwrap()).collect();
+            let before = cache.stats();
+            let (mut pushed, mut rest) = (Vec::new(), Vec::new());
+            for id in ids {
+                if !rest.is_empty() {
+                    rest.push(id);
+                    continue;
+                }
+                match cache.free_if_hit(id) {
+                    Ok(()) => pushed.push(id),
+                    Err(back) => {
+                        assert_eq!(back, id, "the item handed back");
+                        rest.push(back);
+                    }
+                }
+            }
+            assert!(
+                (1..=4).contains(&pushed.len()) && !rest.is_empty(),
+                "the loaded magazine took {} of 12 (it holds 4)",
+                pushed.len()
+            );
+            let after = cache.stats();
+            assert_eq!(after.free_hits - before.free_hits, pushed.len() as u64);
+            assert_eq!(after.source_free_calls, before.source_free_calls);
+            assert_eq!(after.depot_full, before.depot_full, "a refused push moved nothing");
+            for &id in pushed.iter().rev() {
+                assert_eq!(cache.alloc_if_hit(), Some(id), "last in, first out");
+            }
+            let popped = cache.stats().alloc_hits - after.alloc_hits;
+            assert_eq!(popped, pushed.len() as u64);
+            pushed.into_iter().chain(rest).for_each(|id| cache.free(id));
+        });
+    });
+    drop(cache);
+    source.assert_all_home();
+}
+
 /// An exhausted allocation fences only what needs it: a slot's `previous` magazine comes
 /// through a claim with no fence, its loaded magazine with one, and once everything is
 /// in the caller's hands further allocations find nothing and make no fence at all (a

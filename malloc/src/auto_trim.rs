@@ -6,10 +6,10 @@
 //! No thread and no timer: the clock is read only where the allocator already leaves its
 //! fast path, at a class source's call (a depot that ran empty or overflowed, under the
 //! class's lock) and at a large block's allocation or free. Once the interval has passed
-//! since the last trim, such a call raises a flag; the next free of a class block made
-//! from outside the allocator (no cache's code on the thread's stack, where a trim may
-//! run) sees it, and the thread that lowers it trims, unless another trim is running (then
-//! nobody waits). A program whose caches serve every call needs no trim: its memory is in
+//! since the last trim, such a call raises a flag; the next call past the caches' hits
+//! made from outside the allocator (a class block's miss, a large block; no cache's code
+//! on the thread's stack, where a trim may run) sees it, and the thread that lowers it
+//! trims, unless another trim is running (then nobody waits). A program whose caches serve every call needs no trim: its memory is in
 //! use. One that stops calling the allocator keeps what its caches hold until it calls
 //! again (or calls `trim`).
 //!
@@ -99,18 +99,17 @@ pub(crate) fn note_slow_call() {
     }
 }
 
-/// Runs the trim if one is due. The caller is outside the allocator (no cache's code on
-/// its stack) and holds none of its locks.
+/// Whether a trim is due.
 #[inline]
-pub(crate) fn run_if_due() {
-    if DUE.load(Ordering::Relaxed) {
-        run();
-    }
+pub(crate) fn is_due() -> bool {
+    DUE.load(Ordering::Relaxed)
 }
 
+/// Runs the trim if it is still due. The caller is outside the allocator (no cache's code
+/// on its stack) and holds none of its locks.
 #[cold]
 #[inline(never)]
-fn run() {
+pub(crate) fn run() {
     // One thread wins the flag; a trim already running makes this one unnecessary.
     if !DUE.swap(false, Ordering::Relaxed) {
         return;

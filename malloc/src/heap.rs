@@ -8,9 +8,12 @@
 //! | `dealloc`, class-sized | the class's cache | the class's source (or the reserve), past its cache |
 //! | `dealloc`, large | kept, or unmapped | kept, or unmapped |
 //!
-//! A thread is *inside* while it runs a class cache's code (an allocation, a free, a
-//! trim, the statistics, a cache's creation), and *exiting* once its exit marker's
-//! destructor ran. The caches allocate their own metadata (magazines, depot nodes,
+//! A call first tries its class cache's hit alone (`Cache::alloc_if_hit`, `free_if_hit`: a
+//! restartable sequence on the CPU's loaded magazine, which never allocates, locks or
+//! pins), whatever the thread's state; only a miss reads the state and takes the table's
+//! routes. A thread is *inside* while it runs a class cache's code past that hit (an
+//! allocation, a free, a trim, the statistics, a cache's creation), and *exiting* once its
+//! exit marker's destructor ran. The caches allocate their own metadata (magazines, depot nodes,
 //! crossbeam-epoch's per-thread records and garbage bags) through the global allocator;
 //! inside, those allocations go straight to the class's source (its central free list,
 //! under its lock for the call only), which never calls a cache or allocates, so no chain
@@ -131,13 +134,24 @@ pub(crate) fn alloc_metadata(class: usize) -> *mut u8 {
 #[inline]
 pub(crate) fn alloc(layout: Layout) -> *mut u8 {
     let Some(class) = classes::lookup(layout.size(), layout.align()) else {
-        return large::alloc(layout);
+        let block = large::alloc(layout);
+        trim_if_due();
+        return block;
     };
+    // A hit first, whatever the thread's state: it neither allocates nor calls anything.
+    if let Some(block) = caches::existing(class).and_then(|cache| cache.alloc_if_hit()) {
+        return block as *mut u8;
+    }
     match enter() {
-        Some(_inside) => match caches::get(class).and_then(|cache| cache.alloc()) {
-            Some(block) => block as *mut u8,
-            None => ptr::null_mut(),
-        },
+        Some(inside) => {
+            let block = caches::get(class).and_then(|cache| cache.alloc());
+            drop(inside);
+            // Outside again, no lock held: where an automatic trim may run.
+            if auto_trim::is_due() {
+                auto_trim::run();
+            }
+            block.map_or(ptr::null_mut(), |block| block as *mut u8)
+        }
         None => alloc_metadata(class),
     }
 }
@@ -163,8 +177,11 @@ pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
     match classes::lookup(layout.size(), layout.align()) {
         // SAFETY: the caller's contract: a block of `class` that the caller gives up.
         Some(class) => unsafe { dealloc_class(class, ptr) },
-        // SAFETY: large by its layout: one of our mappings.
-        None => unsafe { large::dealloc(ptr, layout) },
+        None => {
+            // SAFETY: large by its layout: one of our mappings.
+            unsafe { large::dealloc(ptr, layout) };
+            trim_if_due();
+        }
     }
 }
 
@@ -175,6 +192,13 @@ pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
 /// `ptr` is a block of `class`, allocated here, that its owner gives up.
 #[inline]
 unsafe fn dealloc_class(class: usize, ptr: *mut u8) {
+    // A hit first, whatever the thread's state, as in `alloc`.
+    let Err(ptr) =
+        caches::existing(class).map_or(Err(ptr as usize), |cache| cache.free_if_hit(ptr as usize))
+    else {
+        return;
+    };
+    let ptr = ptr as *mut u8;
     let inside = match enter() {
         Some(inside) => inside,
         None => {
@@ -192,7 +216,27 @@ unsafe fn dealloc_class(class: usize, ptr: *mut u8) {
     }
     drop(inside);
     // Outside again, no lock held: where an automatic trim may run.
-    auto_trim::run_if_due();
+    if auto_trim::is_due() {
+        auto_trim::run();
+    }
+}
+
+/// Runs a due automatic trim if the thread is outside the allocator (for the paths that
+/// do not mark it: the large blocks').
+#[inline]
+fn trim_if_due() {
+    if auto_trim::is_due() {
+        trim_if_outside();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn trim_if_outside() {
+    if let Some(inside) = enter() {
+        drop(inside);
+        auto_trim::run();
+    }
 }
 
 /// A block as found from its address alone.
@@ -247,8 +291,12 @@ pub(crate) unsafe fn free(ptr: *mut u8) -> bool {
     match block_at(ptr as usize) {
         // SAFETY: the caller's contract: a live block of `class`, given up.
         Some(Block::Class(class)) => unsafe { dealloc_class(class, ptr) },
-        // SAFETY: as above: a whole large mapping of ours, described as it was recorded.
-        Some(Block::Large(len)) => unsafe { large::dealloc(ptr, large::page_aligned(len)) },
+        Some(Block::Large(len)) => {
+            // SAFETY: as above: a whole large mapping of ours, described as it was
+            // recorded.
+            unsafe { large::dealloc(ptr, large::page_aligned(len)) };
+            trim_if_due();
+        }
         None => return false,
     }
     true

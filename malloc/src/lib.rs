@@ -124,8 +124,8 @@
 //! the spans whose blocks all came back are discarded at once. The allocator trims by
 //! itself every 100 ms ([`MagazineMalloc::set_auto_trim`]) with no thread: the clock is
 //! read only when a call leaves the caches' fast path (a depot ran empty or overflowed, a
-//! large block came or went), and a due trim runs in the next small free made from
-//! outside the allocator. A program that stops allocating keeps what its caches hold
+//! large block came or went), and a due trim runs in the next such call made from outside
+//! the allocator. A program that stops allocating keeps what its caches hold
 //! until it allocates again; [`MagazineMalloc::spawn_trimmer`] starts a thread that trims
 //! every interval whatever the program does (start it from `main`, never from inside an
 //! allocation).
@@ -288,9 +288,9 @@ impl MagazineMalloc {
     /// Sets the interval of the trims the allocator runs by itself (100 ms unless set);
     /// `None` turns them off. No thread and no timer: the clock is read when a call leaves
     /// the caches' fast path (a class's depot ran empty or overflowed, a large block was
-    /// allocated or freed), and once the interval has passed, the next free of a small
-    /// block from outside the allocator runs a [`trim`](Self::trim) (unless another is
-    /// running: nobody waits). With the working-set rule, a class in steady use keeps its
+    /// allocated or freed), and once the interval has passed, the next such call from
+    /// outside the allocator runs a [`trim`](Self::trim) (unless another is running:
+    /// nobody waits). With the working-set rule, a class in steady use keeps its
     /// magazines, and what a finished phase of the program left in the caches goes back
     /// within about two intervals of its end, provided the program still allocates. It
     /// applies to the whole process, whichever handle sets it.

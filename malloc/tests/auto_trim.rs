@@ -30,8 +30,8 @@ fn phase(layout: Layout, count: usize) {
     }
 }
 
-/// Other work, for `time`: every 5 ms a large block (its path reads the clock) and a
-/// small one of another class (its free runs a due trim), each allocated and freed.
+/// Other work, for `time`: every 5 ms a small block of another class (hits) and a large
+/// one (its path reads the clock and runs a due trim), each allocated and freed.
 fn other_work(time: Duration) {
     let large = Layout::from_size_align(4 << 20, 8).unwrap();
     let deadline = Instant::now() + time;

@@ -117,6 +117,12 @@
 //!    flag set, and so does everything after the thread's exit marker (above). The flag
 //!    is a `const`-initialised `Cell` with no destructor, so it can be read during
 //!    thread exit, when destructors of other thread-locals still allocate and free.
+//!    [`Cache::alloc_if_hit`](crate::Cache::alloc_if_hit) and
+//!    [`Cache::free_if_hit`](crate::Cache::free_if_hit) are the exception: a hit by a
+//!    restartable sequence, or nothing. They never allocate, call the source, take a lock
+//!    or pin, and a slot that the thread's own cache call holds makes them miss, so they
+//!    may run unmarked, before the flag is read (a thread's flag is then read only on a
+//!    miss).
 //! 2. **While marked, allocate from memory that never calls a cache**: the class's source
 //!    directly, past its cache (what `malloc/` does: metadata blocks are then ordinary
 //!    blocks, and their memory goes back with the source's spans), a separate arena, or
@@ -126,7 +132,8 @@
 //!    source is an ordinary block of the class and may go into its cache when freed from
 //!    outside; a separate arena must recognise its blocks by address, whatever the flag
 //!    says, before routing by layout (a class, or a mapping).
-//! 4. **A cache's block freed while marked goes to its source, not into a cache.** The
+//! 4. **A cache's block freed while marked goes to its source, not into a cache** (a hit
+//!    by `free_if_hit` aside, see 1). The
 //!    crate's deferred frees run inside pins of the cache; those blocks go straight back
 //!    to the source instead of re-entering a cache from inside one.
 //! 5. **The source never allocates and holds its locks only within its own calls.** It

@@ -26,7 +26,7 @@
 //! (spans whose blocks all come back return to the system at once; each class's depot
 //! holds at most 128 full magazines per CPU). The allocator trims by itself every 100 ms
 //! ([`MagazineMalloc::set_auto_trim`]), with no thread: when a call leaves the caches'
-//! fast path after the interval, the next small `free` trims. `MAGAZINE_TRIM_MS=N` in the
+//! fast path after the interval, the next such call trims. `MAGAZINE_TRIM_MS=N` in the
 //! environment sets the interval to `N` milliseconds, `0` turns the trims off.
 //!
 //! With `MAGAZINE_STATS` set, the heap's statistics are printed on the standard error at
