@@ -179,8 +179,11 @@ where
                         cache.trim();
                     }
                     _ => {
-                        let cached = cache.cached();
-                        assert!(cached <= source.capacity(), "more cached than exist");
+                        // Counted while items move, the figure may count an item twice
+                        // (read in a slot, then again in the depot it moved to), so only
+                        // the count's own takes are exercised here; it is exact once the
+                        // workers are done (checked below).
+                        std::hint::black_box(cache.cached());
                     }
                 }
                 thread::yield_now();
