@@ -31,8 +31,12 @@ const DEPOT_TARGET: usize = 0;
 /// (a sorted vector of strings dropped) would otherwise come out of the depot in that
 /// order, scattered over the whole heap, where the spans' free lists hand a span's blocks
 /// out together: `rayon-sort` of `malloc/bench.sh` went from 0.74x mimalloc's throughput
-/// to 0.91x with this cap, and `serde-json` kept its speed (BENCHMARKS.md).
-const DEPOT_MAX_FULL_PER_CPU: usize = 128;
+/// to 0.91x with a cap of 128, and `serde-json` kept its speed (BENCHMARKS.md). Every
+/// magazine under the cap keeps its blocks' spans resident until a trim: with 64 instead
+/// of 128, the peak RSS of the C library's Python object workload fell from 87 to 78-81 MB
+/// and Lua's from 97.6 to 89.6 MB (`malloc/preload/bench.sh`'s programs, two runs each,
+/// 2026-12-07; 32 and 16 gave no less).
+const DEPOT_MAX_FULL_PER_CPU: usize = 64;
 
 /// The class caches, null until first used. A cache is never freed (nor moved) once
 /// published.

@@ -66,7 +66,7 @@
 //! `16 KiB / size` items clamped to 4..=64 (page classes: `128 KiB / size`, at least 1;
 //! [`classes::magazine_size`]), empty magazines kept until trims, and a
 //! `Dynamic { target: 0, trim: WorkingSet }` depot (a trim keeps no full magazine: one kept
-//! would hold its blocks' spans resident) of at most 128 full magazines per CPU
+//! would hold its blocks' spans resident) of at most 64 full magazines per CPU
 //! (`Options::max_full`: the overflow of a burst of frees goes back to the spans, whose
 //! free lists hand a span's blocks out together, where the depot's magazines would hand
 //! them out in the order they were freed).
