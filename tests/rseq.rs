@@ -364,7 +364,11 @@ fn hits_alone_or_nothing() {
         s.spawn(|| {
             run_on(&cpus[..1]);
             assert_eq!(cache.alloc_if_hit(), None, "nothing cached: a miss");
-            assert_eq!(cache.stats().source_alloc_calls, 0, "a miss calls no source");
+            assert_eq!(
+                cache.stats().source_alloc_calls,
+                0,
+                "a miss calls no source"
+            );
             let ids: Vec<u32> = (0..12).map(|_| cache.alloc().unwrap()).collect();
             let before = cache.stats();
             let (mut pushed, mut rest) = (Vec::new(), Vec::new());
@@ -389,7 +393,10 @@ fn hits_alone_or_nothing() {
             let after = cache.stats();
             assert_eq!(after.free_hits - before.free_hits, pushed.len() as u64);
             assert_eq!(after.source_free_calls, before.source_free_calls);
-            assert_eq!(after.depot_full, before.depot_full, "a refused push moved nothing");
+            assert_eq!(
+                after.depot_full, before.depot_full,
+                "a refused push moved nothing"
+            );
             for &id in pushed.iter().rev() {
                 assert_eq!(cache.alloc_if_hit(), Some(id), "last in, first out");
             }
