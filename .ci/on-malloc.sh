@@ -7,12 +7,21 @@
 # exits included. In release, with the allocator's own tests (one build; the debug runs
 # are in the test command): the stress tests at full speed. `stress.rs` checks that its
 # allocations reach MagazineMalloc's caches.
+#
+# The cfg is set by a rustc wrapper on those two packages alone (not in RUSTFLAGS, which
+# rebuilt every dependency for it in a target directory of its own: 113 s of the step's
+# 197 s on 2026-12-07), in the default target directory, whose release dependencies the
+# later release steps (valgrind, rseq, bench smoke) then find built. The wrapper's cfg is
+# not in cargo's fingerprint: the two packages' artifacts are named apart from the plain
+# release builds by a profile setting at its release default (`codegen-units = 16`), so
+# neither build is ever taken for the other's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
-export CARGO_TARGET_DIR=target/on-malloc
-export RUSTFLAGS="--cfg magazine_test_malloc"
-cargo test -p magazine -p magazine-malloc --release --lib --tests
+TEST_MALLOC_PROFILE=(--config 'profile.release.package.magazine.codegen-units=16'
+  --config 'profile.release.package.magazine-malloc.codegen-units=16')
+RUSTC_WRAPPER=$PWD/.ci/test-malloc-rustc.sh \
+  cargo test "${TEST_MALLOC_PROFILE[@]}" -p magazine -p magazine-malloc --release --lib --tests
 
 # The seeded bugs the allocator's own tests must catch, built in through the same rustc
 # wrapper as the crate's mutants (it adds `--cfg magazine_mutant=...` to `magazine_malloc`),
@@ -20,7 +29,6 @@ cargo test -p magazine -p magazine-malloc --release --lib --tests
 # allocator's artifacts named apart by a profile setting at its default value (as in
 # soundness-mutants.sh): a mutant build is never taken for the real crate's.
 export RUSTC_WRAPPER=$PWD/loom-tests/mutant-rustc.sh
-unset CARGO_TARGET_DIR RUSTFLAGS
 MUTANT_PROFILE=(--config 'profile.dev.package.magazine-malloc.split-debuginfo="off"'
   --config 'profile.dev.package.magazine-malloc-preload.split-debuginfo="off"')
 log=$(mktemp)

@@ -571,8 +571,10 @@ mod tests {
         // single ranges. Random histories (frees that move the cached nodes, reservations,
         // both halves of the 32-bit boundary, batches that run out of space half way).
         let mut rng = Rng(0x5eed);
-        // Under Miri (interpreted: 400 rounds took over 15 minutes) ten rounds.
-        let rounds = if cfg!(miri) { 10 } else { 400 };
+        // Under Miri (interpreted: 400 rounds took over 15 minutes, ten 42 s) two rounds:
+        // the tree is safe code, so Miri has little to find in it that the native run
+        // does not.
+        let rounds = if cfg!(miri) { 2 } else { 400 };
         for round in 0..rounds {
             let (mut batched, mut single) = (tree(), tree());
             let mut live: Vec<u64> = Vec::new();
