@@ -482,7 +482,8 @@ impl<S: Source> Cache<S> {
         #[cfg(all(magazine_rseq, not(miri)))]
         if let Some(layout) = &self.sequences {
             // SAFETY: as in `alloc_in_sequence`: `layout` describes our slots, taken only
-            // by the fenced protocol.
+            // by the fenced protocol. The sequence is assembly that cannot unwind; on any
+            // miss it changed nothing.
             return unsafe { crate::rseq::alloc(layout, crate::rseq::ANY_CPU) }.ok();
         }
         None

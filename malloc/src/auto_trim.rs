@@ -9,9 +9,9 @@
 //! since the last trim, such a call raises a flag; the next call past the caches' hits
 //! made from outside the allocator (a class block's miss, a large block; no cache's code
 //! on the thread's stack, where a trim may run) sees it, and the thread that lowers it
-//! trims, unless another trim is running (then nobody waits). A program whose caches serve every call needs no trim: its memory is in
-//! use. One that stops calling the allocator keeps what its caches hold until it calls
-//! again (or calls `trim`).
+//! trims, unless another trim is running (then nobody waits). A program whose caches serve
+//! every call needs no trim: its memory is in use. One that stops calling the allocator
+//! keeps what its caches hold until it calls again (or calls `trim`).
 //!
 //! A trim gives back what nobody used for a whole interval (the working-set rule), so a
 //! class in steady use loses nothing, and the cost is one pass over the class caches per

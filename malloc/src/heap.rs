@@ -13,8 +13,8 @@
 //! pins), whatever the thread's state; only a miss reads the state and takes the table's
 //! routes. A thread is *inside* while it runs a class cache's code past that hit (an
 //! allocation, a free, a trim, the statistics, a cache's creation), and *exiting* once its
-//! exit marker's destructor ran. The caches allocate their own metadata (magazines, depot nodes,
-//! crossbeam-epoch's per-thread records and garbage bags) through the global allocator;
+//! exit marker's destructor ran. The caches allocate their own metadata (magazines, depot
+//! nodes, crossbeam-epoch's per-thread records and garbage bags) through the global allocator;
 //! inside, those allocations go straight to the class's source (its central free list,
 //! under its lock for the call only), which never calls a cache or allocates, so no chain
 //! of calls is longer than two. When the system refuses the source a chunk, they come
