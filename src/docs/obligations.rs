@@ -133,9 +133,9 @@
 //!    outside; a separate arena must recognise its blocks by address, whatever the flag
 //!    says, before routing by layout (a class, or a mapping).
 //! 4. **A cache's block freed while marked goes to its source, not into a cache** (a hit
-//!    by `free_if_hit` aside, see 1). The
-//!    crate's deferred frees run inside pins of the cache; those blocks go straight back
-//!    to the source instead of re-entering a cache from inside one.
+//!    by `free_if_hit` aside, see 1). The crate's deferred frees run inside pins of the
+//!    cache; those blocks go straight back to the source instead of re-entering a cache
+//!    from inside one.
 //! 5. **The source never allocates and holds its locks only within its own calls.** It
 //!    keeps its state in the memory it manages (span descriptors, free blocks) and never
 //!    calls the cache or the allocator with a lock held.
