@@ -26,8 +26,10 @@ use crate::{fork, heap};
 /// sets another ([`set_interval`]).
 pub(crate) const DEFAULT_INTERVAL_MS: u64 = 100;
 
-/// The interval in milliseconds; 0 turns automatic trims off. Relaxed everywhere: a trim
-/// one interval early or late is harmless.
+// Every atomic here is Relaxed: none publishes data (the trim itself takes the trim lock
+// and the caches' own synchronisation), and a trim one interval early or late is harmless.
+
+/// The interval in milliseconds; 0 turns automatic trims off.
 static INTERVAL_MS: AtomicU64 = AtomicU64::new(DEFAULT_INTERVAL_MS);
 
 /// The monotonic clock (milliseconds) after which the next trim is due; 0 before the
@@ -103,6 +105,14 @@ pub(crate) fn note_slow_call() {
 #[inline]
 pub(crate) fn is_due() -> bool {
     DUE.load(Ordering::Relaxed)
+}
+
+/// Runs the trim if one is due; the caller is outside the allocator (see [`run`]).
+#[inline]
+pub(crate) fn run_if_due() {
+    if is_due() {
+        run();
+    }
 }
 
 /// Runs the trim if it is still due. The caller is outside the allocator (no cache's code

@@ -147,9 +147,7 @@ pub(crate) fn alloc(layout: Layout) -> *mut u8 {
             let block = caches::get(class).and_then(|cache| cache.alloc());
             drop(inside);
             // Outside again, no lock held: where an automatic trim may run.
-            if auto_trim::is_due() {
-                auto_trim::run();
-            }
+            auto_trim::run_if_due();
             block.map_or(ptr::null_mut(), |block| block as *mut u8)
         }
         None => alloc_metadata(class),
@@ -216,9 +214,7 @@ unsafe fn dealloc_class(class: usize, ptr: *mut u8) {
     }
     drop(inside);
     // Outside again, no lock held: where an automatic trim may run.
-    if auto_trim::is_due() {
-        auto_trim::run();
-    }
+    auto_trim::run_if_due();
 }
 
 /// Runs a due automatic trim if the thread is outside the allocator (for the paths that
