@@ -32,10 +32,12 @@ const DEPOT_TARGET: usize = 0;
 /// order, scattered over the whole heap, where the spans' free lists hand a span's blocks
 /// out together: `rayon-sort` of `malloc/bench.sh` went from 0.74x mimalloc's throughput
 /// to 0.91x with a cap of 128, and `serde-json` kept its speed (BENCHMARKS.md). Every
-/// magazine under the cap keeps its blocks' spans resident until a trim: with 64 instead
-/// of 128, the peak RSS of the C library's Python object workload fell from 87 to 78-81 MB
-/// and Lua's from 97.6 to 89.6 MB (`malloc/preload/bench.sh`'s programs, two runs each,
-/// 2026-12-07; 32 and 16 gave no less).
+/// magazine under the cap keeps its blocks' spans resident until a trim; with the
+/// allocator's own trims, 64 and 128 gave the same peak RSS to the C library's Python and
+/// Lua runs (`BENCH_PROGRAMS="python lua" BENCH_ALLOCATORS="mimalloc magazine" bash
+/// malloc/preload/bench.sh 3 LIB` with each, 2026-12-07 14:11-14:13 UTC, quiet: 75.7 and
+/// 76.2 MB, 87.6 and 87.7 MB). A by-hand comparison on a loaded machine had credited the
+/// cap with a fall of 8-9% that was the trims' (its build trimmed only on missed frees).
 const DEPOT_MAX_FULL_PER_CPU: usize = 64;
 
 /// The class caches, null until first used. A cache is never freed (nor moved) once
