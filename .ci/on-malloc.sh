@@ -61,8 +61,10 @@ for entry in "bump_repeats_last magazine-malloc conservation" \
     echo "malloc: MUTANT $mutant ESCAPED"
     failed=1
   else
-    # The assertion's message, else the signal that ended the test binary.
+    # The assertion's message, else a child's failed check, else the signal that ended
+    # the test binary.
     message=$(grep -m1 -A1 'panicked at' "$log" | tail -n 1 | cut -c1-100 || true)
+    [ -n "$message" ] || message=$(grep -m1 -o 'check failed: .*' "$log" | cut -c1-100 || true)
     [ -n "$message" ] || message=$(grep -m1 -o 'signal: [^)]*' "$log" || true)
     echo "malloc: caught $mutant: $message"
   fi
