@@ -37,8 +37,9 @@ failed=0
 # The allocator's tests unmutated first (built by the test command already, unless a step
 # before cleaned `magazine`), so that `magazine` itself is never built with a mutant's cfg.
 cargo test -p magazine-malloc -p magazine-malloc-preload --no-run >"$log" 2>&1 || { cat "$log"; exit 1; }
-# Each entry: the mutant, the package whose test must catch it, the test. The C layer's
-# (`magazine-malloc-preload`) are caught by its tests of the C functions' semantics.
+# Each entry: the mutant, the package whose test must catch it, the test (`lib`: its unit
+# tests). The C layer's (`magazine-malloc-preload`) are caught by its tests of the C
+# functions' semantics.
 for entry in "bump_repeats_last magazine-malloc conservation" \
   "spans_never_return magazine-malloc trim" \
   "realloc_shrinks_in_place magazine-malloc realloc" \
@@ -48,16 +49,19 @@ for entry in "bump_repeats_last magazine-malloc conservation" \
   "large_kept_for_ever magazine-malloc large" \
   "block_offset_unchecked magazine-malloc by_address" \
   "auto_trim_never_due magazine-malloc auto_trim" \
+  "null_while_building magazine-malloc lib" \
   "calloc_wraps magazine-malloc-preload c_api" \
   "usable_size_short magazine-malloc-preload c_api"; do
   read -r mutant package test <<<"$entry"
+  target=(--test "$test")
+  [ "$test" != lib ] || target=(--lib)
   cargo clean -p magazine-malloc -p magazine-malloc-preload >/dev/null 2>&1 || true
-  MAGAZINE_MUTANT=$mutant cargo test "${MUTANT_PROFILE[@]}" -p "$package" --test "$test" --no-run >"$log" 2>&1 ||
+  MAGAZINE_MUTANT=$mutant cargo test "${MUTANT_PROFILE[@]}" -p "$package" "${target[@]}" --no-run >"$log" 2>&1 ||
     { cat "$log"; exit 1; }
   # No backtrace: symbolising one allocates, and a heap with wrong books may crash there
   # before the test's message is printed.
   if MAGAZINE_MUTANT=$mutant RUST_BACKTRACE=0 timeout 120 \
-    cargo test "${MUTANT_PROFILE[@]}" -p "$package" --test "$test" >"$log" 2>&1; then
+    cargo test "${MUTANT_PROFILE[@]}" -p "$package" "${target[@]}" >"$log" 2>&1; then
     echo "malloc: MUTANT $mutant ESCAPED"
     failed=1
   else

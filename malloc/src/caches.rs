@@ -3,17 +3,19 @@
 //!
 //! Everything here runs with the thread marked inside the allocator (`lib.rs`, the
 //! re-entrancy rule): what a cache allocates while it runs comes from the class sources,
-//! past the caches. A cache itself lives in a block of the class its size falls in, taken
-//! from that class's source the same way and never given back.
+//! past the caches. The caches themselves live in place, in a static array: a class's
+//! cache is at an address known from its class alone, so a hit loads no pointer to find
+//! it (one dependent load fewer on every call), and a page of the array becomes resident
+//! only when a class in it is used.
 
-use std::alloc::Layout;
-use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::cell::UnsafeCell;
+use std::mem::{size_of, MaybeUninit};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use magazine::{Cache, Config, DepotPolicy, Trim};
 
 use crate::classes::{self, CLASSES};
-use crate::source::{self, ClassSource};
+use crate::source::ClassSource;
 use crate::{fork, os};
 
 /// A class's cache.
@@ -40,16 +42,35 @@ const DEPOT_TARGET: usize = 0;
 /// cap with a fall of 8-9% that was the trims' (its build trimmed only on missed frees).
 const DEPOT_MAX_FULL_PER_CPU: usize = 64;
 
-/// The class caches, null until first used. A cache is never freed (nor moved) once
-/// published.
-static CACHES: [AtomicPtr<ClassCache>; CLASSES] =
-    [const { AtomicPtr::new(ptr::null_mut()) }; CLASSES];
+/// The class caches in place, each written once by the thread that builds it (see
+/// [`STATES`]), never moved or dropped.
+struct Stored([UnsafeCell<MaybeUninit<ClassCache>>; CLASSES]);
 
-/// Bytes of the blocks that hold the published caches (statistics).
-static CACHE_BYTES: AtomicUsize = AtomicUsize::new(0);
+// SAFETY: a cache is written only by the one thread that moved its state from `EMPTY` to
+// `BUILDING`, and read by others only after its state says `READY` (Release, paired with
+// their Acquire); `ClassCache` itself is `Sync`.
+unsafe impl Sync for Stored {}
+
+static STORED: Stored = Stored([const { UnsafeCell::new(MaybeUninit::uninit()) }; CLASSES]);
+
+/// Where each class's cache stands:
+///
+/// | value | meaning | transition |
+/// |---|---|---|
+/// | `EMPTY` | not built | `BUILDING` by a CAS (Acquire) of the thread that builds it |
+/// | `BUILDING` | a thread writes it | `READY` (Release) when written; `EMPTY` when the system refused memory or a call inside panicked; `EMPTY` in a forked child (the builder is gone) |
+/// | `READY` | built, for good | none |
+static STATES: [AtomicU8; CLASSES] = [const { AtomicU8::new(EMPTY) }; CLASSES];
+const EMPTY: u8 = 0;
+const BUILDING: u8 = 1;
+const READY: u8 = 2;
+
+/// Caches built (statistics).
+static BUILT: AtomicUsize = AtomicUsize::new(0);
 
 /// The cache of `class`, created at the first call; `None` when the system refuses the
-/// memory for it.
+/// memory for it, or another thread is building it (the caller uses the class's source
+/// meanwhile).
 /// The caller is inside the allocator.
 #[inline]
 pub(crate) fn get(class: usize) -> Option<&'static ClassCache> {
@@ -62,13 +83,12 @@ pub(crate) fn get(class: usize) -> Option<&'static ClassCache> {
 /// The cache of `class` if it was created.
 #[inline]
 pub(crate) fn existing(class: usize) -> Option<&'static ClassCache> {
-    let cache = CACHES[class].load(Ordering::Acquire);
-    if cache.is_null() {
+    if STATES[class].load(Ordering::Acquire) != READY {
         return None;
     }
-    // SAFETY: a published cache was fully built before its Release publication (paired
-    // with the Acquire load) and is never freed or moved.
-    Some(unsafe { &*cache })
+    // SAFETY: `READY` was stored (Release, paired with the Acquire load) after the cache
+    // was written in full, and it is never written, moved or dropped again.
+    Some(unsafe { (*STORED.0[class].get()).assume_init_ref() })
 }
 
 /// The configuration of `class`'s cache: a slot per CPU the system may bring up (what
@@ -85,19 +105,29 @@ fn config(class: usize) -> Config {
     }
 }
 
-/// Builds and publishes the cache of `class`; a thread that loses the race drops its own
-/// and uses the winner's.
+/// Builds and publishes the cache of `class`; `None` while another thread builds it.
 #[cold]
 #[inline(never)]
 fn create(class: usize) -> Option<&'static ClassCache> {
     // The allocator's first setup; no lock of ours is held here.
     fork::register_once();
-    // Far below `classes::MAX_SIZE`: always a class.
-    let home = classes::class_of(Layout::new::<ClassCache>())?;
-    let fresh = crate::heap::alloc_metadata(home) as *mut ClassCache;
-    if fresh.is_null() {
-        return None;
+    if let Err(state) =
+        STATES[class].compare_exchange(EMPTY, BUILDING, Ordering::Acquire, Ordering::Acquire)
+    {
+        return match state {
+            READY => existing(class),
+            _ => None,
+        };
     }
+    /// Back to `EMPTY` unless the cache was published: on a refusal, and if a call
+    /// inside panics (the cache is then built again at the class's next miss).
+    struct Unpublished(usize);
+    impl Drop for Unpublished {
+        fn drop(&mut self) {
+            STATES[self.0].store(EMPTY, Ordering::Relaxed);
+        }
+    }
+    let unpublished = Unpublished(class);
     // Empty magazines are kept whatever their number (the default keeps `cpus`), until a
     // trim frees those unused for a whole interval: a burst of frees fills one magazine
     // per `magazine_size` blocks, and the allocations that drain them would otherwise
@@ -106,41 +136,79 @@ fn create(class: usize) -> Option<&'static ClassCache> {
     let mut options = magazine::Options::default();
     options.max_empty = Some(usize::MAX);
     options.max_full = Some(DEPOT_MAX_FULL_PER_CPU * os::configured_cpus());
-    let cache = match Cache::try_with_options(ClassSource::new(class), config(class), options) {
-        Ok(cache) => cache,
-        Err(_) => {
-            // SAFETY: the block was ours alone, never written.
-            unsafe { source::free_one(home, fresh as usize) };
-            return None;
-        }
-    };
-    // SAFETY: `fresh` is a block of `home`, whose size and alignment hold a `ClassCache`
-    // (`class_of`), ours alone.
-    unsafe { fresh.write(cache) };
-    match CACHES[class].compare_exchange(
-        ptr::null_mut(),
-        fresh,
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    ) {
-        Ok(_) => {
-            CACHE_BYTES.fetch_add(classes::class_size(home), Ordering::Relaxed);
-            // SAFETY: published, so never freed from now on.
-            Some(unsafe { &*fresh })
-        }
-        Err(winner) => {
-            // SAFETY: ours, never shared: drop it (it holds no item: it never ran) and
-            // give its block back. The winner was published fully built (Acquire).
-            unsafe {
-                ptr::drop_in_place(fresh);
-                source::free_one(home, fresh as usize);
-                Some(&*winner)
-            }
-        }
+    let cache = Cache::try_with_options(ClassSource::new(class), config(class), options).ok()?;
+    // SAFETY: our CAS made us the only thread that touches this cache until `READY` is
+    // stored; nothing was written there before (a forked child's half-built cache is
+    // overwritten, its allocations leak).
+    unsafe { (*STORED.0[class].get()).write(cache) };
+    std::mem::forget(unpublished);
+    STATES[class].store(READY, Ordering::Release);
+    BUILT.fetch_add(1, Ordering::Relaxed);
+    existing(class)
+}
+
+/// In a forked child: a cache that a thread of the parent was building stays unbuilt (that
+/// thread is not in the child); the child builds it again at the class's next miss.
+pub(crate) fn after_fork_in_child() {
+    for state in &STATES {
+        let _ = state.compare_exchange(BUILDING, EMPTY, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 
-/// Bytes of the blocks that hold the class caches themselves.
+/// Bytes of the class caches themselves (those built).
 pub(crate) fn cache_bytes() -> usize {
-    CACHE_BYTES.load(Ordering::Relaxed)
+    BUILT.load(Ordering::Relaxed) * size_of::<ClassCache>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::heap;
+    use std::alloc::Layout;
+
+    /// The 1 MiB class: used by no other test of this crate, nor by the test harness when
+    /// `MagazineMalloc` is the global allocator (`magazine_test_malloc`).
+    const CLASS: usize = CLASSES - 1;
+
+    #[test]
+    fn a_cache_being_built_is_passed_over_and_a_fork_builds_it_again() {
+        assert_eq!(
+            STATES[CLASS].load(Ordering::Relaxed),
+            EMPTY,
+            "unused so far"
+        );
+        let layout = Layout::from_size_align(classes::class_size(CLASS), 8).unwrap();
+        // Another thread is building the cache (its state alone says so).
+        STATES[CLASS].store(BUILDING, Ordering::Relaxed);
+        assert!(get(CLASS).is_none() && existing(CLASS).is_none());
+        // Allocations and frees meanwhile go to the class's source.
+        let block = heap::alloc(layout);
+        assert!(
+            !block.is_null(),
+            "served by the source while the cache is built"
+        );
+        // SAFETY: a block of that layout, ours, written within it.
+        unsafe {
+            block.write_bytes(0x5a, layout.size());
+            heap::dealloc(block, layout);
+        }
+        assert_eq!(
+            STATES[CLASS].load(Ordering::Relaxed),
+            BUILDING,
+            "left to its builder"
+        );
+        // In a forked child the builder is gone: the cache is built again when needed.
+        after_fork_in_child();
+        assert_eq!(STATES[CLASS].load(Ordering::Relaxed), EMPTY);
+        let cache = get(CLASS).expect("built");
+        assert!(std::ptr::eq(cache, existing(CLASS).unwrap()));
+        assert_eq!(STATES[CLASS].load(Ordering::Relaxed), READY);
+        let block = heap::alloc(layout);
+        assert!(!block.is_null());
+        // SAFETY: as above.
+        unsafe { heap::dealloc(block, layout) };
+        // A built cache is left alone by a fork.
+        after_fork_in_child();
+        assert_eq!(STATES[CLASS].load(Ordering::Relaxed), READY);
+    }
 }

@@ -25,7 +25,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::{large, reserve, source, span};
+use crate::{caches, large, reserve, source, span};
 
 /// Serialises trims (see the module docs).
 static TRIM: Mutex<()> = Mutex::new(());
@@ -111,6 +111,7 @@ extern "C" fn parent() {
 /// locks, which nobody else can hold there.
 extern "C" fn child() {
     release();
+    caches::after_fork_in_child();
 }
 
 fn release() {

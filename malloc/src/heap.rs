@@ -11,7 +11,8 @@
 //! A call first tries its class cache's hit alone (`Cache::alloc_if_hit`, `free_if_hit`: a
 //! restartable sequence on the CPU's loaded magazine, which never allocates, locks or
 //! pins), whatever the thread's state; only a miss reads the state and takes the table's
-//! routes. A thread is *inside* while it runs a class cache's code past that hit (an
+//! routes, in functions of their own (`alloc_miss`, `dealloc_miss`), so that the hit's
+//! path saves no register for them. A thread is *inside* while it runs a class cache's code past that hit (an
 //! allocation, a free, a trim, the statistics, a cache's creation), and *exiting* once its
 //! exit marker's destructor ran. The caches allocate their own metadata (magazines, depot
 //! nodes, crossbeam-epoch's per-thread records and garbage bags) through the global allocator;
@@ -134,24 +135,44 @@ pub(crate) fn alloc_metadata(class: usize) -> *mut u8 {
 #[inline]
 pub(crate) fn alloc(layout: Layout) -> *mut u8 {
     let Some(class) = classes::lookup(layout.size(), layout.align()) else {
-        let block = large::alloc(layout);
-        trim_if_due();
-        return block;
+        return alloc_large(layout);
     };
     // A hit first, whatever the thread's state: it neither allocates nor calls anything.
     if let Some(block) = caches::existing(class).and_then(|cache| cache.alloc_if_hit()) {
         return block as *mut u8;
     }
+    alloc_miss(class)
+}
+
+/// An allocation of `class` past the hit. Never inlined: the hit's path then saves no
+/// register for it.
+#[inline(never)]
+fn alloc_miss(class: usize) -> *mut u8 {
     match enter() {
         Some(inside) => {
-            let block = caches::get(class).and_then(|cache| cache.alloc());
+            let block = match caches::get(class) {
+                Some(cache) => cache
+                    .alloc()
+                    .map_or(ptr::null_mut(), |block| block as *mut u8),
+                // MUTANT: no block while another thread builds the cache.
+                None if cfg!(magazine_mutant = "null_while_building") => ptr::null_mut(),
+                // Another thread builds the cache, or the system refused the memory.
+                None => source::alloc_one(class),
+            };
             drop(inside);
             // Outside again, no lock held: where an automatic trim may run.
             auto_trim::run_if_due();
-            block.map_or(ptr::null_mut(), |block| block as *mut u8)
+            block
         }
         None => alloc_metadata(class),
     }
+}
+
+#[inline(never)]
+fn alloc_large(layout: Layout) -> *mut u8 {
+    let block = large::alloc(layout);
+    trim_if_due();
+    block
 }
 
 #[inline]
@@ -196,7 +217,17 @@ unsafe fn dealloc_class(class: usize, ptr: *mut u8) {
     else {
         return;
     };
-    let ptr = ptr as *mut u8;
+    // SAFETY: the caller's contract.
+    unsafe { dealloc_miss(class, ptr as *mut u8) }
+}
+
+/// A free of `class` past the hit; never inlined, as [`alloc_miss`].
+///
+/// # Safety
+///
+/// As [`dealloc_class`].
+#[inline(never)]
+unsafe fn dealloc_miss(class: usize, ptr: *mut u8) {
     let inside = match enter() {
         Some(inside) => inside,
         None => {
@@ -207,8 +238,8 @@ unsafe fn dealloc_class(class: usize, ptr: *mut u8) {
     match caches::existing(class) {
         Some(cache) => cache.free(ptr as usize),
         None => {
-            // SAFETY: a block of `class` (every class block came through its cache, so
-            // this does not happen; the source takes it back all the same).
+            // SAFETY: a block of `class` that the source handed out while another thread
+            // built the cache (or the cache's memory was refused); it takes it back.
             unsafe { source::free_one(class, ptr as usize) }
         }
     }
@@ -284,6 +315,24 @@ pub(crate) fn usable_size(ptr: *const u8) -> Option<usize> {
 /// If a block of ours starts at `ptr`, it is live and its owner gives it up.
 #[inline]
 pub(crate) unsafe fn free(ptr: *mut u8) -> bool {
+    // A block of a span class first (most blocks), with nothing else on the hit's path.
+    if let Some(class) = span::class_of(ptr as usize) {
+        // SAFETY: the caller's contract: a live block of `class`, given up.
+        unsafe { dealloc_class(class, ptr) };
+        return true;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { free_other(ptr) }
+}
+
+/// [`free`] of a block that is not in a span class's span (or of an address that is no
+/// block of ours).
+///
+/// # Safety
+///
+/// As [`free`].
+#[inline(never)]
+unsafe fn free_other(ptr: *mut u8) -> bool {
     match block_at(ptr as usize) {
         // SAFETY: the caller's contract: a live block of `class`, given up.
         Some(Block::Class(class)) => unsafe { dealloc_class(class, ptr) },

@@ -88,18 +88,19 @@
 //! gets the same pages back with no system call and no page fault.
 //!
 //! **Re-entrancy.** The caches allocate their own metadata (magazines, depot nodes,
-//! crossbeam-epoch's records, the caches themselves) through the global allocator, that
-//! is, through this one. A `const` thread-local state marks a thread *inside* the
-//! allocator while it runs a cache, and from its exit marker on (a thread-local
-//! destructor registered at the thread's first allocation, after the thread's epoch
-//! participant, so that it runs before the participant is released); what the thread
-//! allocates then comes straight from the class's source, past the cache (a central free
-//! list under a lock held for the call only, which never calls a cache). Metadata blocks
-//! are ordinary blocks of their class, so memory the caches used for magazines goes back
-//! to the system with its spans once trims free those magazines. The sources never
-//! allocate; a class cache itself lives in a class block taken from a source the same
-//! way, for the life of the process. The rule in full, as an obligation of any allocator
-//! built on the cache:
+//! crossbeam-epoch's records) through the global allocator, that is, through this one. A
+//! `const` thread-local state marks a thread *inside* the allocator while it runs a
+//! cache, and from its exit marker on (a thread-local destructor registered at the
+//! thread's first allocation, after the thread's epoch participant, so that it runs
+//! before the participant is released); what the thread allocates then comes straight
+//! from the class's source, past the cache (a central free list under a lock held for the
+//! call only, which never calls a cache). Metadata blocks are ordinary blocks of their
+//! class, so memory the caches used for magazines goes back to the system with its spans
+//! once trims free those magazines. The sources never allocate. The class caches
+//! themselves live in a static array, each at an address known from its class, so that a
+//! hit loads no pointer to find its cache; while one thread sets a class's cache up, the
+//! others are served by the class's source. The rule in full, as an obligation of any
+//! allocator built on the cache:
 //! [`magazine::docs::obligations`](magazine::docs::obligations#inside-a-global-allocator).
 //!
 //! **Out of memory.** Every path returns null when the system refuses memory, and frees
@@ -137,9 +138,9 @@
 //! above (2 MiB for the 1 MiB class); about 15 MiB if one CPU used every page class. A
 //! freed page-class block keeps its mapping (address space and touched pages) until a
 //! trim gives it back. Per process: up to 32 MiB of freed large mappings, kept until the
-//! second trim after their free. As metadata, in class blocks: a class's cache itself
-//! ([`MallocStats::metadata_in_use`] counts those) and, per CPU, its slot, shelf and two
-//! magazines' arrays of `magazine_size` addresses each. After trims, a class's depot
+//! second trim after their free. As metadata: a class's cache itself, about 1 KiB of
+//! static memory ([`MallocStats::metadata_in_use`] counts those), and, in class blocks,
+//! per CPU, its slot, shelf and two magazines' arrays of `magazine_size` addresses each. After trims, a class's depot
 //! keeps no full magazine. A cached block also costs 8 bytes of metadata (its address in
 //! a magazine), which for the smallest classes is the block's own size, until trimmed.
 //!

@@ -30,9 +30,9 @@ pub struct MallocStats {
     /// Bytes of freed large mappings kept for reuse now (at most 32 MiB; unmapped by
     /// trims).
     pub large_kept_bytes: usize,
-    /// Bytes of the class blocks that hold the class caches themselves (their
-    /// magazines, depot nodes and epoch records are ordinary class blocks, counted with
-    /// the spans).
+    /// Bytes of the class caches themselves, in static memory, for the classes used so
+    /// far (their magazines, depot nodes and epoch records are ordinary class blocks,
+    /// counted with the spans).
     pub metadata_in_use: usize,
     /// Bytes of the static reserve in use: metadata blocks (crossbeam-epoch's records and
     /// garbage bags, magazines) that the caches needed while the system refused memory.
