@@ -105,8 +105,8 @@
 //!
 //! **Out of memory.** Every path returns null when the system refuses memory, and frees
 //! never fail: user allocations get null; the caches' own allocations may fail too (a
-//! class cache that cannot be built leaves its allocation null, one that cannot get a
-//! magazine hands blocks to and takes them from its source directly). crossbeam-epoch's
+//! class cache that cannot be built leaves the allocation to its source, one that cannot
+//! get a magazine hands blocks to and takes them from its source directly). crossbeam-epoch's
 //! allocations (a thread's participant record, garbage bags at a depot exchange and at
 //! thread exit) cannot fail gracefully: made while inside, they come from the class's
 //! source, else from a static reserve of 1 MiB (part of the program's image, so there
@@ -178,8 +178,9 @@
 //! - **Out of memory, limits.** The reserve is shared with the caches' magazines while
 //!   the system refuses memory (trims give those back): a program that stays out of
 //!   memory through many depot exchanges can use it up, and then an epoch allocation
-//!   aborts. A thread's first allocation registers two thread-local destructors, for which
-//!   glibc allocates from its own heap and aborts when it cannot.
+//!   aborts. A thread's first allocation that misses its cache's hit registers two
+//!   thread-local destructors, for which glibc allocates from its own heap and aborts when
+//!   it cannot.
 //! - **Thread exit.** From a thread's exit marker on, its allocations and frees go
 //!   straight to the class sources (a lock hold each), past the caches.
 
