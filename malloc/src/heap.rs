@@ -11,22 +11,22 @@
 //! A call first tries its class cache's hit alone (`Cache::alloc_if_hit`, `free_if_hit`: a
 //! restartable sequence on the CPU's loaded magazine, which never allocates, locks or
 //! pins), whatever the thread's state; only a miss reads the state and takes the table's
-//! routes, in functions of their own (`alloc_miss`, `dealloc_miss`), so that the hit's
-//! path saves no register for them. A thread is *inside* while it runs a class cache's code past that hit (an
-//! allocation, a free, a trim, the statistics, a cache's creation), and *exiting* once its
-//! exit marker's destructor ran. The caches allocate their own metadata (magazines, depot
-//! nodes, crossbeam-epoch's per-thread records and garbage bags) through the global allocator;
-//! inside, those allocations go straight to the class's source (its central free list,
-//! under its lock for the call only), which never calls a cache or allocates, so no chain
-//! of calls is longer than two. When the system refuses the source a chunk, they come
-//! from the static reserve (`reserve`): crossbeam-epoch aborts on a null. Metadata blocks
-//! are otherwise ordinary blocks of their class: when the caches free them (a trim drops
-//! the magazines it emptied) their spans go back to the system like any other. The state
-//! is a `const`-initialised thread-local `Cell` without a destructor: readable during
-//! thread exit.
+//! routes, in functions of their own (`alloc_miss`, `dealloc_miss`), so that the hit's path
+//! saves no register for them. A thread is *inside* while it runs a class cache's code past
+//! that hit (an allocation, a free, a trim, the statistics, a cache's creation), and
+//! *exiting* once its exit marker's destructor ran. The caches allocate their own metadata
+//! (magazines, depot nodes, crossbeam-epoch's per-thread records and garbage bags) through
+//! the global allocator; inside, those allocations go straight to the class's source (its
+//! central free list, under its lock for the call only), which never calls a cache or
+//! allocates, so no chain of calls is longer than two. When the system refuses the source a
+//! chunk, they come from the static reserve (`reserve`): crossbeam-epoch aborts on a null.
+//! Metadata blocks are otherwise ordinary blocks of their class: when the caches free them
+//! (a trim drops the magazines it emptied) their spans go back to the system like any
+//! other. The state is a `const`-initialised thread-local `Cell` without a destructor:
+//! readable during thread exit.
 //!
-//! A thread's first allocation registers its epoch participant in the `magazine` crate's
-//! collector (`magazine::register_thread`), then its exit marker: thread-local
+//! A thread's first call past the hits registers its epoch participant in the `magazine`
+//! crate's collector (`magazine::register_thread`), then its exit marker: thread-local
 //! destructors run in the reverse order of their registration, so the marker's runs
 //! first, and the participant's release (crossbeam-epoch moves the thread's garbage to a
 //! global queue node, an allocation) is made while exiting, like every allocation of the
@@ -109,8 +109,9 @@ fn enter() -> Option<Inside> {
     }
 }
 
-/// A thread's first allocation: registers its epoch participant, then the destructor
-/// that marks it exiting (see [`EXIT`]); what they allocate comes from the sources.
+/// A thread's first call past the hits: registers its epoch participant, then the
+/// destructor that marks it exiting (see [`EXIT`]); what they allocate comes from the
+/// sources.
 #[cold]
 #[inline(never)]
 fn first_entry() -> Option<Inside> {
@@ -168,6 +169,7 @@ fn alloc_miss(class: usize) -> *mut u8 {
     }
 }
 
+/// An allocation for the large path (a mapping of its own), out of the hit's line.
 #[inline(never)]
 fn alloc_large(layout: Layout) -> *mut u8 {
     let block = large::alloc(layout);

@@ -104,15 +104,15 @@
 //! [`magazine::docs::obligations`](magazine::docs::obligations#inside-a-global-allocator).
 //!
 //! **Out of memory.** Every path returns null when the system refuses memory, and frees
-//! never fail: user allocations get null; the caches' own allocations may fail too (a
-//! class cache that cannot be built leaves the allocation to its source, one that cannot
-//! get a magazine hands blocks to and takes them from its source directly). crossbeam-epoch's
+//! never fail: user allocations get null; the caches' own allocations may fail too (a class
+//! cache that cannot be built leaves the allocation to its source, one that cannot get a
+//! magazine hands blocks to and takes them from its source directly). crossbeam-epoch's
 //! allocations (a thread's participant record, garbage bags at a depot exchange and at
 //! thread exit) cannot fail gracefully: made while inside, they come from the class's
-//! source, else from a static reserve of 1 MiB (part of the program's image, so there
-//! even when no address space is left; [`MallocStats::reserve_in_use`]) that user
-//! allocations never reach. The program goes on, allocates again after freeing, and
-//! exits normally (`tests/out_of_memory.rs`, under `RLIMIT_AS`).
+//! source, else from a static reserve of 1 MiB (part of the program's image, so there even
+//! when no address space is left; [`MallocStats::reserve_in_use`]) that user allocations
+//! never reach. The program goes on, allocates again after freeing, and exits normally
+//! (`tests/out_of_memory.rs`, under `RLIMIT_AS`).
 //!
 //! **Foreign code.** The caches pin an epoch collector of the `magazine` crate's own: no
 //! other library's deferred function (crossbeam-epoch's default collector) runs inside
