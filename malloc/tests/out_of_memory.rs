@@ -45,7 +45,25 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let filters: Vec<&String> = args.iter().filter(|arg| !arg.starts_with('-')).collect();
+    // Filters are the words that are neither options nor an option's separate value.
+    let mut filters = Vec::new();
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if [
+            "--skip",
+            "--test-threads",
+            "--color",
+            "--format",
+            "--logfile",
+            "-Z",
+        ]
+        .contains(&word.as_str())
+        {
+            words.next();
+        } else if !word.starts_with('-') {
+            filters.push(word);
+        }
+    }
     if args.iter().any(|arg| arg == "--ignored")
         || !(filters.is_empty() || filters.iter().any(|filter| NAME.contains(filter.as_str())))
     {
