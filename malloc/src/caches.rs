@@ -10,7 +10,7 @@
 
 use std::cell::UnsafeCell;
 use std::mem::{size_of, MaybeUninit};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use magazine::{Cache, Config, DepotPolicy, Trim};
 
@@ -65,9 +65,6 @@ const EMPTY: u8 = 0;
 const BUILDING: u8 = 1;
 const READY: u8 = 2;
 
-/// Caches built (statistics).
-static BUILT: AtomicUsize = AtomicUsize::new(0);
-
 /// The cache of `class`, created at the first call; `None` when the system refuses the
 /// memory for it, or another thread is building it (the caller uses the class's source
 /// meanwhile).
@@ -111,8 +108,10 @@ fn config(class: usize) -> Config {
 fn create(class: usize) -> Option<&'static ClassCache> {
     // The allocator's first setup; no lock of ours is held here.
     fork::register_once();
+    // Relaxed: the CAS only elects the builder. What it writes is published by its Release
+    // store of `READY`; a build that failed wrote nothing; `existing` loads with Acquire.
     if let Err(state) =
-        STATES[class].compare_exchange(EMPTY, BUILDING, Ordering::Acquire, Ordering::Acquire)
+        STATES[class].compare_exchange(EMPTY, BUILDING, Ordering::Relaxed, Ordering::Relaxed)
     {
         return match state {
             READY => existing(class),
@@ -124,6 +123,7 @@ fn create(class: usize) -> Option<&'static ClassCache> {
     struct Unpublished(usize);
     impl Drop for Unpublished {
         fn drop(&mut self) {
+            // Relaxed: nothing was written to publish.
             STATES[self.0].store(EMPTY, Ordering::Relaxed);
         }
     }
@@ -143,13 +143,13 @@ fn create(class: usize) -> Option<&'static ClassCache> {
     unsafe { (*STORED.0[class].get()).write(cache) };
     std::mem::forget(unpublished);
     STATES[class].store(READY, Ordering::Release);
-    BUILT.fetch_add(1, Ordering::Relaxed);
     existing(class)
 }
 
 /// In a forked child: a cache that a thread of the parent was building stays unbuilt (that
 /// thread is not in the child); the child builds it again at the class's next miss.
 pub(crate) fn after_fork_in_child() {
+    // Relaxed: the child has one thread.
     for state in &STATES {
         let _ = state.compare_exchange(BUILDING, EMPTY, Ordering::Relaxed, Ordering::Relaxed);
     }
@@ -157,7 +157,11 @@ pub(crate) fn after_fork_in_child() {
 
 /// Bytes of the class caches themselves (those built).
 pub(crate) fn cache_bytes() -> usize {
-    BUILT.load(Ordering::Relaxed) * size_of::<ClassCache>()
+    let built = STATES
+        .iter()
+        .filter(|state| state.load(Ordering::Relaxed) == READY)
+        .count();
+    built * size_of::<ClassCache>()
 }
 
 #[cfg(test)]

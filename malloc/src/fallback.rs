@@ -33,6 +33,8 @@ pub(crate) unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *
 
 pub(crate) fn trim() {}
 
+pub(crate) fn register_thread() {}
+
 pub(crate) fn set_auto_trim(_interval: Option<std::time::Duration>) {}
 
 pub(crate) fn auto_trim() -> Option<std::time::Duration> {

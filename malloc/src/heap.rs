@@ -123,6 +123,11 @@ fn first_entry() -> Option<Inside> {
     Some(Inside(()))
 }
 
+/// Registers the calling thread now if it never went past the hits (see [`first_entry`]).
+pub(crate) fn register_thread() {
+    drop(enter());
+}
+
 /// A block of `class` for the caches' own use (the thread is inside): from the class's
 /// source, else, when the system refuses it a chunk, from the reserve.
 pub(crate) fn alloc_metadata(class: usize) -> *mut u8 {

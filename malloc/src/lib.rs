@@ -89,18 +89,17 @@
 //!
 //! **Re-entrancy.** The caches allocate their own metadata (magazines, depot nodes,
 //! crossbeam-epoch's records) through the global allocator, that is, through this one. A
-//! `const` thread-local state marks a thread *inside* the allocator while it runs a
-//! cache, and from its exit marker on (a thread-local destructor registered at the
-//! thread's first allocation, after the thread's epoch participant, so that it runs
-//! before the participant is released); what the thread allocates then comes straight
-//! from the class's source, past the cache (a central free list under a lock held for the
-//! call only, which never calls a cache). Metadata blocks are ordinary blocks of their
-//! class, so memory the caches used for magazines goes back to the system with its spans
-//! once trims free those magazines. The sources never allocate. The class caches
-//! themselves live in a static array, each at an address known from its class, so that a
-//! hit loads no pointer to find its cache; while one thread sets a class's cache up, the
-//! others are served by the class's source. The rule in full, as an obligation of any
-//! allocator built on the cache:
+//! `const` thread-local state marks a thread *inside* the allocator while it runs a cache,
+//! and from its exit marker on (a thread-local destructor registered at the thread's first
+//! call past the hits, after the thread's epoch participant, so that it runs before the
+//! participant is released); what the thread allocates then comes straight from the class's
+//! source, past the cache (a central free list under a lock held for the call only, which
+//! never calls a cache). Metadata blocks are ordinary blocks of their class, so memory the
+//! caches used for magazines goes back to the system with its spans once trims free those
+//! magazines. The sources never allocate. The class caches themselves live in a static
+//! array, each at an address known from its class, so that a hit loads no pointer to find
+//! its cache; while one thread sets a class's cache up, the others are served by the
+//! class's source. The rule in full, as an obligation of any allocator built on the cache:
 //! [`magazine::docs::obligations`](magazine::docs::obligations#inside-a-global-allocator).
 //!
 //! **Out of memory.** Every path returns null when the system refuses memory, and frees
@@ -132,17 +131,18 @@
 //! allocation).
 //!
 //! **Memory cost.** Per CPU and class used: at most two magazines of blocks in the CPU's
-//! slot, 2 x [`classes::magazine_size`] x size (1 KiB for the 8 B class, about 32 KiB
-//! from 256 B to 4 KiB, 256 KiB for the 32 KiB class; about 4 MiB if one CPU used every
-//! span class). Page classes: at most 256 KiB per CPU for those up to 128 KiB, two blocks
-//! above (2 MiB for the 1 MiB class); about 15 MiB if one CPU used every page class. A
-//! freed page-class block keeps its mapping (address space and touched pages) until a
-//! trim gives it back. Per process: up to 32 MiB of freed large mappings, kept until the
-//! second trim after their free. As metadata: a class's cache itself, about 1 KiB of
-//! static memory ([`MallocStats::metadata_in_use`] counts those), and, in class blocks,
-//! per CPU, its slot, shelf and two magazines' arrays of `magazine_size` addresses each. After trims, a class's depot
-//! keeps no full magazine. A cached block also costs 8 bytes of metadata (its address in
-//! a magazine), which for the smallest classes is the block's own size, until trimmed.
+//! slot, 2 x [`classes::magazine_size`] x size (1 KiB for the 8 B class, about 32 KiB from
+//! 256 B to 4 KiB, 256 KiB for the 32 KiB class; about 4 MiB if one CPU used every span
+//! class). Page classes: at most 256 KiB per CPU for those up to 128 KiB, two blocks above
+//! (2 MiB for the 1 MiB class); about 15 MiB if one CPU used every page class. A freed
+//! page-class block keeps its mapping (address space and touched pages) until a trim gives
+//! it back. Per process: up to 32 MiB of freed large mappings, kept until the second trim
+//! after their free. As metadata: a class's cache itself, about 1 KiB of static memory
+//! ([`MallocStats::metadata_in_use`] counts those), and, in class blocks, per CPU, its
+//! slot, shelf and two magazines' arrays of `magazine_size` addresses each. After trims, a
+//! class's depot keeps no full magazine. A cached block also costs 8 bytes of metadata (its
+//! address in a magazine), which for the smallest classes is the block's own size, until
+//! trimmed.
 //!
 //! # Limits
 //!
@@ -178,9 +178,10 @@
 //! - **Out of memory, limits.** The reserve is shared with the caches' magazines while
 //!   the system refuses memory (trims give those back): a program that stays out of
 //!   memory through many depot exchanges can use it up, and then an epoch allocation
-//!   aborts. A thread's first allocation that misses its cache's hit registers two
-//!   thread-local destructors, for which glibc allocates from its own heap and aborts when
-//!   it cannot.
+//!   aborts. A thread's first allocation or free that misses its cache's hit registers
+//!   two thread-local destructors, for which glibc allocates from its own heap and aborts
+//!   when it cannot; [`MagazineMalloc::register_thread`] does it at a time of the
+//!   thread's choosing.
 //! - **Thread exit.** From a thread's exit marker on, its allocations and frees go
 //!   straight to the class sources (a lock hold each), past the caches.
 
@@ -258,6 +259,27 @@ impl MagazineMalloc {
     /// MagazineMalloc::new();`. Nothing is set up until the first allocation.
     pub const fn new() -> Self {
         Self { _private: () }
+    }
+
+    /// Registers the calling thread with the allocator now: its epoch participant and the
+    /// thread-local destructor that marks its exit, which it otherwise registers at its
+    /// first allocation or free that misses its cache's hit. glibc allocates that
+    /// destructor's registration from its own heap and aborts when it cannot, so a thread
+    /// that may first miss once memory has run out calls this at its start. Does nothing
+    /// for a thread registered already, and on other systems.
+    ///
+    /// ```
+    /// use magazine_malloc::MagazineMalloc;
+    ///
+    /// std::thread::spawn(|| {
+    ///     MagazineMalloc::new().register_thread();
+    ///     // ... work that may meet an exhausted address space
+    /// })
+    /// .join()
+    /// .unwrap();
+    /// ```
+    pub fn register_thread(&self) {
+        imp::register_thread();
     }
 
     /// Trims every class cache: with the working-set rule, what nobody used since the

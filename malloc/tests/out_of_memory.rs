@@ -175,19 +175,20 @@ fn vm_bytes() -> u64 {
 
 /// The child's scenario: the process's only threads are its own.
 fn exhausted_address_space_scenario() -> ! {
-    println!("child: starting"); // stdout's buffer, before the limit
-                                 // The thread's epoch participant and exit marker registered now, before the limit: a
-                                 // thread registers them at its first allocation that misses its cache's hit, and
-                                 // registering a thread-local destructor allocates from glibc's own heap, which aborts
-                                 // when it cannot. (The statistics run the caches' code, past the hits.)
-    drop(MagazineMalloc::new().stats());
+    // stdout's buffer allocated before the limit.
+    println!("child: starting");
+    // The thread's epoch participant and exit marker registered now, before the limit:
+    // otherwise a thread registers them at its first call that misses its cache's hit, and
+    // registering a thread-local destructor allocates from glibc's own heap, which aborts
+    // when it cannot.
+    MagazineMalloc::new().register_thread();
     let mut held = Held(Vec::with_capacity(4 << 20));
     // A thread started before the limit (its stack is mapped), used after it.
     static READY: AtomicBool = AtomicBool::new(false);
     static GO: AtomicBool = AtomicBool::new(false);
     let worker = thread::spawn(|| {
         // Registered before the limit, as the main thread is above.
-        drop(MagazineMalloc::new().stats());
+        MagazineMalloc::new().register_thread();
         let mut kept = Vec::with_capacity(1000);
         READY.store(true, Ordering::Release);
         while !GO.load(Ordering::Acquire) {
