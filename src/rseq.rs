@@ -116,6 +116,23 @@ fn offset() -> Option<isize> {
     }
 }
 
+/// The rseq areas' offset from the thread pointer, for the sequences on a [`Layout`]'s
+/// slots: the sequences address the calling thread's area as `fs:[offset]`.
+///
+/// Read from its static rather than from the layout, so that the load depends on nothing
+/// and the sequence's read of `cpu_id` need not wait for the cache's address: a shorter
+/// chain of dependent loads on every hit. Relaxed suffices: a layout exists only after
+/// [`offset`] found the areas (`Layout::new`), on the thread that built it or on one
+/// that read the offset another stored, and the layout reaches other threads only
+/// through whatever shares its cache, which orders that load before ours; by
+/// coherence, ours then reads the offset too (every store stores the same value).
+#[inline(always)]
+fn area_offset() -> isize {
+    let offset = OFFSET.load(Ordering::Relaxed);
+    debug_assert!(offset != UNKNOWN && offset != ABSENT);
+    offset
+}
+
 /// Looks up `__rseq_offset` and `__rseq_size` and caches what they say.
 #[cold]
 fn look_up() -> isize {
@@ -198,9 +215,11 @@ pub(crate) fn split(word: usize) -> (usize, Hits) {
 
 /// Where a cache's slots are, for the sequences: the first slot's address, the distance
 /// between slots (a power of two, as its logarithm: a shift indexes faster than a
-/// multiplication) and their number, the size of an item, and `__rseq_offset`. They stay
-/// the same for the cache's lifetime (the slots are one boxed slice). The sequences read
-/// it through a pointer, at the offsets written next to the fields.
+/// multiplication) and their number, and the size of an item. They stay the same for the
+/// cache's lifetime (the slots are one boxed slice). The sequences read it through a
+/// pointer, at the offsets written next to the fields. A layout exists only where glibc
+/// registers rseq areas: the sequences find them at [`area_offset`], which is the same
+/// for every cache.
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct Layout {
@@ -211,9 +230,6 @@ pub(crate) struct Layout {
     /// [`POP_STEP`] and [`PUSH_STEP`], which no instruction takes as an immediate.
     pop_step: usize, // 32
     push_step: usize,   // 40
-    /// The rseq area's offset from the thread pointer (the same for every thread): the
-    /// sequences address it as `fs:[offset]`.
-    area: isize, // passed in r8
 }
 
 /// The addresses of one slot's fields (see [`Layout`]).
@@ -249,14 +265,13 @@ impl Layout {
             stride.is_power_of_two(),
             "magazine: slots are not a power of two bytes apart"
         );
-        Some(Self {
+        (offset().is_some() && magazine_size <= MAX_MAGAZINE_SIZE).then_some(Self {
             base: first.slot,
             stride_log2: stride.trailing_zeros() as usize,
             slots,
             item_size,
             pop_step: POP_STEP,
             push_step: PUSH_STEP,
-            area: offset().filter(|_| magazine_size <= MAX_MAGAZINE_SIZE)?,
         })
     }
 }
@@ -662,7 +677,7 @@ macro_rules! push_bytes {
 #[inline(always)]
 pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
     debug_assert_eq!(layout.item_size, size_of::<T>());
-    let (offset, layout_ptr) = (layout.area, layout as *const Layout);
+    let (offset, layout_ptr) = (area_offset(), layout as *const Layout);
     let code: usize;
     if size_of::<T>() == 8 {
         // An item of one word comes back in a register: through memory, each hand-over
@@ -769,7 +784,7 @@ pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
 #[inline(always)]
 pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<(), (T, Miss)> {
     debug_assert_eq!(layout.item_size, size_of::<T>());
-    let (offset, layout_ptr) = (layout.area, layout as *const Layout);
+    let (offset, layout_ptr) = (area_offset(), layout as *const Layout);
     let item = ManuallyDrop::new(item);
     let code: usize;
     if size_of::<T>() == 8 {
@@ -850,7 +865,7 @@ macro_rules! take_sequence {
             "39:",
             descriptor!(30, "21b", "23b", "32b"),
             owner = const OWNER,
-            in("r8") $layout.area,
+            in("r8") area_offset(),
             in("r9") $layout as *const Layout,
             in("r10") $want,
             out("rax") $code,
