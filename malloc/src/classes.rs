@@ -138,27 +138,57 @@ pub(crate) fn lookup(size: usize, align: usize) -> Option<usize> {
     }
 }
 
-/// Fixed-point reciprocals of the span classes' sizes, `ceil(2^40 / size)`: for an offset
-/// below 2^22 (a span, at most 256 KiB), `offset * RECIPROCAL >> 40` is exactly
-/// `offset / size` (the rounding error is below `2^22 / 2^40`, less than the `1 / size`
-/// that separates two quotients), without a division on a free by address.
-static RECIPROCALS: [u64; SPAN_CLASSES] = {
-    let mut table = [0; SPAN_CLASSES];
+/// What a free by address needs to know of a span class's blocks, in one entry (a third of
+/// a cache line) so that the check costs one line of metadata.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct SpanBlocks {
+    /// The span size less one: an address's offset in its span is `addr & span_mask`
+    /// (spans are aligned to their size).
+    span_mask: u64,
+    /// The offset of the span's last block: a block starting further in would end past
+    /// the span.
+    last: u64,
+    /// `ceil(2^40 / size)`: for an offset below 2^22 (a span, at most 256 KiB),
+    /// `offset * reciprocal >> 40` is exactly `offset / size` (the rounding error is below
+    /// `2^22 / 2^40`, less than the `1 / size` that separates two quotients), without a
+    /// division.
+    reciprocal: u64,
+    /// The block size.
+    size: u64,
+}
+
+static SPAN_BLOCKS: [SpanBlocks; SPAN_CLASSES] = {
+    let mut table = [SpanBlocks {
+        span_mask: 0,
+        last: 0,
+        reciprocal: 0,
+        size: 0,
+    }; SPAN_CLASSES];
     let mut class = 0;
     while class < SPAN_CLASSES {
-        table[class] = (1u64 << 40).div_ceil(SIZES[class] as u64);
+        let size = SIZES[class] as u64;
+        let span = 1u64 << span_shift(class);
+        table[class] = SpanBlocks {
+            span_mask: span - 1,
+            last: (span / size - 1) * size,
+            reciprocal: (1u64 << 40).div_ceil(size),
+            size,
+        };
         class += 1;
     }
     table
 };
 
-/// Whether `offset` (below 4 MiB) from a span's start is the start of a block of span
-/// class `class` in it: a multiple of the class's size (the caller checks the span's end).
+/// Whether `addr`, in a span that span class `class` holds, is the start of one of the
+/// span's blocks: a multiple of the class's size from the span's start, and not so far
+/// in that the block would end past the span.
 #[inline]
-pub(crate) fn is_block_offset(class: usize, offset: usize) -> bool {
-    let size = SIZES[class] as usize;
-    let quotient = (offset as u64 * RECIPROCALS[class]) >> 40;
-    quotient as usize * size == offset
+pub(crate) fn is_block_start(class: usize, addr: usize) -> bool {
+    let blocks = &SPAN_BLOCKS[class];
+    let offset = addr as u64 & blocks.span_mask;
+    let quotient = (offset * blocks.reciprocal) >> 40;
+    offset <= blocks.last && quotient * blocks.size == offset
 }
 
 /// Whether `class` is a page class (its blocks are mappings of their own, `pages`).
@@ -255,14 +285,17 @@ mod tests {
     }
 
     #[test]
-    fn block_offsets_are_the_multiples_of_the_class_size() {
+    fn block_starts_are_the_multiples_of_the_class_size_that_fit_the_span() {
         for class in 0..SPAN_CLASSES {
             let size = class_size(class);
             let span = 1usize << span_shift(class);
-            for offset in 0..span {
+            // Two spans, at an address aligned to the largest span size.
+            let base = 1 << 30;
+            for offset in 0..2 * span {
+                let in_span = offset % span;
                 assert_eq!(
-                    is_block_offset(class, offset),
-                    offset % size == 0,
+                    is_block_start(class, base + offset),
+                    in_span % size == 0 && in_span + size <= span,
                     "{class} {offset}"
                 );
             }

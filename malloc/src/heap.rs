@@ -138,7 +138,7 @@ pub(crate) fn alloc_metadata(class: usize) -> *mut u8 {
     reserve::alloc(class)
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn alloc(layout: Layout) -> *mut u8 {
     let Some(class) = classes::lookup(layout.size(), layout.align()) else {
         return alloc_large(layout);
@@ -216,7 +216,7 @@ pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
 /// # Safety
 ///
 /// `ptr` is a block of `class`, allocated here, that its owner gives up.
-#[inline]
+#[inline(always)]
 unsafe fn dealloc_class(class: usize, ptr: *mut u8) {
     // A hit first, whatever the thread's state, as in `alloc`.
     let Err(ptr) =
@@ -320,7 +320,7 @@ pub(crate) fn usable_size(ptr: *const u8) -> Option<usize> {
 /// # Safety
 ///
 /// If a block of ours starts at `ptr`, it is live and its owner gives it up.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn free(ptr: *mut u8) -> bool {
     // A block of a span class first (most blocks), with nothing else on the hit's path.
     if let Some(class) = span::class_of(ptr as usize) {
@@ -340,18 +340,30 @@ pub(crate) unsafe fn free(ptr: *mut u8) -> bool {
 /// As [`free`].
 #[inline(never)]
 unsafe fn free_other(ptr: *mut u8) -> bool {
-    match block_at(ptr as usize) {
+    let Some(block) = block_at(ptr as usize) else {
+        return false;
+    };
+    // SAFETY: the caller's contract: a live block of ours, given up.
+    unsafe { free_block(block, ptr) };
+    true
+}
+
+/// Frees `block`, found at `ptr`.
+///
+/// # Safety
+///
+/// `block` is what [`block_at`] found at `ptr`, a live block given up by its owner.
+unsafe fn free_block(block: Block, ptr: *mut u8) {
+    match block {
         // SAFETY: the caller's contract: a live block of `class`, given up.
-        Some(Block::Class(class)) => unsafe { dealloc_class(class, ptr) },
-        Some(Block::Large(len)) => {
+        Block::Class(class) => unsafe { dealloc_class(class, ptr) },
+        Block::Large(len) => {
             // SAFETY: as above: a whole large mapping of ours, described as it was
             // recorded.
             unsafe { large::dealloc(ptr, large::page_aligned(len)) };
             trim_if_due();
         }
-        None => return false,
     }
-    true
 }
 
 /// Resizes the block at `ptr` found from its address to `new` (its alignment is the new
@@ -380,10 +392,10 @@ pub(crate) unsafe fn resize(ptr: *mut u8, new: Layout) -> Result<*mut u8, ()> {
     let moved = alloc(new);
     if !moved.is_null() {
         // SAFETY: two distinct live blocks, each of at least the length copied; the old
-        // one is ours to free (the caller's contract), found above.
+        // one is ours to free (the caller's contract), as found above (no second lookup).
         unsafe {
             ptr::copy_nonoverlapping(ptr, moved, old_size.min(new.size()));
-            free(ptr);
+            free_block(block, ptr);
         }
     }
     Ok(moved)
@@ -437,7 +449,8 @@ pub(crate) fn trim() {
     trim_holding(&fork::trimming());
 }
 
-/// Trims every class cache and the kept large mappings; the caller holds the trim lock.
+/// Trims every class cache, the free spans and the kept large mappings; the caller holds
+/// the trim lock.
 pub(crate) fn trim_holding(_trimming: &MutexGuard<'static, ()>) {
     let _inside = enter();
     for class in 0..CLASSES {
@@ -445,6 +458,7 @@ pub(crate) fn trim_holding(_trimming: &MutexGuard<'static, ()>) {
             cache.trim();
         }
     }
+    span::decay();
     large::trim();
 }
 
@@ -474,6 +488,7 @@ pub(crate) fn stats() -> MallocStats {
         classes: per_class,
         spans_held: spans.held,
         spans_free: spans.free,
+        spans_free_resident: spans.resident_free,
         spans_returned: spans.returned,
         chunk_bytes: spans.chunks * span::CHUNK,
         page_bytes: pages::mapped(),

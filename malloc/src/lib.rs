@@ -79,8 +79,10 @@
 //! (`Source::alloc_batch`, one lock hold; the batch is handed in reverse, so that the
 //! magazine, last in first out, hands fresh blocks out at rising addresses, the order the
 //! hardware prefetchers follow) and gives whole magazines back. When all of a
-//! span's blocks are back, its pages are given to the system (`madvise(MADV_DONTNEED)`)
-//! and the span goes to a free list shared by every class of its size.
+//! span's blocks are back, the span goes to a free list shared by every class of its size,
+//! its pages still resident: a span taken again soon (a program that frees and allocates
+//! in waves) costs no page faults. Its pages go to the system (`madvise(MADV_DONTNEED)`)
+//! at the second trim after it was freed.
 //!
 //! **Page classes.** A page class's source maps a block when its cache misses and unmaps
 //! it when the cache gives it back (trims); in between the block is cached like any
@@ -121,7 +123,8 @@
 //! **Trimming.** [`MagazineMalloc::trim`] trims every class cache: with the working-set
 //! rule a trim gives back what nobody used since the previous trim (idle CPU slots
 //! included), so memory freed by a workload goes back after two trims an interval apart;
-//! the spans whose blocks all came back are discarded at once. The allocator trims by
+//! a span whose blocks all came back is discarded by the second trim after that. The
+//! allocator trims by
 //! itself every 100 ms ([`MagazineMalloc::set_auto_trim`]) with no thread: the clock is
 //! read only when a call leaves the caches' fast path (a depot ran empty or overflowed, a
 //! large block came or went), and a due trim runs in the next such call made from outside
@@ -137,7 +140,9 @@
 //! (2 MiB for the 1 MiB class); about 15 MiB if one CPU used every page class. A freed
 //! page-class block keeps its mapping (address space and touched pages) until a trim gives
 //! it back. Per process: up to 32 MiB of freed large mappings, kept until the second trim
-//! after their free. As metadata: a class's cache itself, about 1 KiB of static memory
+//! after their free, and the pages of the spans emptied since the second trim before (a
+//! program's churn of two trim intervals at most, reused before any new span). As
+//! metadata: a class's cache itself, about 1 KiB of static memory
 //! ([`MallocStats::metadata_in_use`] counts those), and, in class blocks, per CPU, its
 //! slot, shelf and two magazines' arrays of `magazine_size` addresses each. After trims, a
 //! class's depot keeps no full magazine. A cached block also costs 8 bytes of metadata (its
@@ -284,8 +289,8 @@ impl MagazineMalloc {
 
     /// Trims every class cache: with the working-set rule, what nobody used since the
     /// previous trim goes back to the spans (idle CPU slots and every depot magazine
-    /// included), and spans whose blocks are all back give their pages to the system at
-    /// once. Call it every [`TRIM_INTERVAL`] or so; after a workload, memory is
+    /// included); spans whose blocks were all back before the previous trim give their
+    /// pages to the system. Call it every [`TRIM_INTERVAL`] or so; after a workload, memory is
     /// back after two trims an interval apart. [`MallocStats::spans_returned`] counts what
     /// went back. Trims run one at a time (a second waits for the first), so that none is
     /// half done when the process forks.
@@ -377,7 +382,7 @@ impl MagazineMalloc {
     ///
     /// If a block of this allocator starts at `ptr`, it is live (allocated and not freed
     /// since) and not used after this call.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn free(&self, ptr: *mut u8) -> Result<(), NotABlock> {
         let guard = NoUnwind;
         // SAFETY: the caller's contract, passed on. A panic inside aborts (`guard`).
@@ -432,7 +437,7 @@ impl std::error::Error for NotABlock {}
 // cannot exclude (another library's epoch garbage, run by a pin inside a class cache)
 // aborts the process in `NoUnwind`'s drop instead of unwinding into the caller.
 unsafe impl GlobalAlloc for MagazineMalloc {
-    #[inline]
+    #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let guard = NoUnwind;
         let block = imp::alloc(layout);

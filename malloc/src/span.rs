@@ -8,10 +8,13 @@
 //! (the chunk) and shifting (the span's index), with no table and no lock.
 //!
 //! A span belongs to one class at a time (`source`). When all its blocks are back in the
-//! class's free list (after the cache trims or flushes), the class gives it back here: its
-//! pages go to the system (`madvise(MADV_DONTNEED)`), its descriptor onto the free list
-//! of its kind, shared by every class of that span size. Chunks are never unmapped; their
-//! spans' pages are resident only while a class uses them.
+//! class's free list (after the cache trims or flushes), the class gives it back here, to
+//! the free spans of its kind, shared by every class of that span size. Its pages stay
+//! resident until it has been free through a whole trim interval ([`decay`], run by every
+//! trim): a span taken again before then costs no page faults, and no zeroing of its
+//! pages by the kernel. After that they go to the system (`madvise(MADV_DONTNEED)`).
+//! Chunks are never unmapped; their spans' pages are resident only while a class uses
+//! them and for an interval or two after.
 
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -73,9 +76,15 @@ struct Header {
 const _: () = assert!(core::mem::size_of::<Header>() <= 1 << MIN_SPAN_SHIFT);
 
 /// The free spans of one kind and the chunk being carved. The pointers name descriptors
-/// in chunk headers, which are never unmapped.
+/// in chunk headers, which are never unmapped. Free spans are in one of three lists,
+/// linked by `next`, by how long they have been free: a span enters `fresh`, moves to
+/// `aged` at the next trim and goes to the system at the one after ([`decay`]).
 struct Pool {
-    /// Free spans (their pages discarded), linked by `next`.
+    /// Spans freed since the last trim, their pages resident.
+    fresh: *mut Span,
+    /// Spans free since before the last trim, their pages resident.
+    aged: *mut Span,
+    /// Spans whose pages went back to the system.
     free: *mut Span,
     /// The chunk whose spans are handed out in order, or 0.
     chunk: usize,
@@ -89,6 +98,8 @@ unsafe impl Send for Pool {}
 
 static POOLS: [Mutex<Pool>; KINDS] = [const {
     Mutex::new(Pool {
+        fresh: ptr::null_mut(),
+        aged: ptr::null_mut(),
         free: ptr::null_mut(),
         chunk: 0,
         next: 0,
@@ -99,8 +110,10 @@ static POOLS: [Mutex<Pool>; KINDS] = [const {
 static CHUNKS: AtomicUsize = AtomicUsize::new(0);
 /// Spans in classes' hands now.
 static HELD: AtomicUsize = AtomicUsize::new(0);
-/// Spans in the pools' free lists now.
+/// Spans in the pools' free lists now (resident or not).
 static FREE: AtomicUsize = AtomicUsize::new(0);
+/// Free spans whose pages are still resident now (`fresh` and `aged`).
+static RESIDENT_FREE: AtomicUsize = AtomicUsize::new(0);
 /// Spans given back to the system so far.
 static RETURNED: AtomicUsize = AtomicUsize::new(0);
 
@@ -130,14 +143,33 @@ pub(crate) const fn span_size(kind: usize) -> usize {
     1 << (MIN_SPAN_SHIFT as usize + kind)
 }
 
-/// A span of `kind` for a class: a free one, else the next one of the chunk being carved,
-/// else the first of a new chunk; `None` when the system refuses the memory. The caller
-/// sets the span up (every field but `start` holds whatever it held last).
+/// Pops the first span of a pool's list.
+///
+/// # Safety
+///
+/// The caller holds the list's pool lock; the list links free descriptors.
+unsafe fn pop(list: &mut *mut Span) -> Option<NonNull<Span>> {
+    let span = NonNull::new(*list)?;
+    // SAFETY: the caller's contract: a free descriptor, ours under the lock.
+    *list = unsafe { span.as_ref().next };
+    Some(span)
+}
+
+/// A span of `kind` for a class: a free one (the most recently freed first, whose pages
+/// are most likely resident and in the processor's caches), else the next one of the
+/// chunk being carved, else the first of a new chunk; `None` when the system refuses the
+/// memory. The caller sets the span up (every field but `start` holds whatever it held
+/// last; a reused span's blocks hold whatever they held).
 pub(crate) fn take(kind: usize) -> Option<NonNull<Span>> {
     let mut pool = lock(kind);
-    let span = if let Some(span) = NonNull::new(pool.free) {
-        // SAFETY: `span` is a descriptor in a chunk header, free, so ours under the lock.
-        pool.free = unsafe { span.as_ref().next };
+    let pool = &mut *pool;
+    // SAFETY: we hold the pool's lock, and its lists link free descriptors.
+    let resident = unsafe { pop(&mut pool.fresh).or_else(|| pop(&mut pool.aged)) };
+    if resident.is_some() {
+        RESIDENT_FREE.fetch_sub(1, Ordering::Relaxed);
+    }
+    // SAFETY: as above.
+    let span = if let Some(span) = resident.or_else(|| unsafe { pop(&mut pool.free) }) {
         FREE.fetch_sub(1, Ordering::Relaxed);
         span
     } else {
@@ -173,27 +205,67 @@ pub(crate) fn take(kind: usize) -> Option<NonNull<Span>> {
     Some(span)
 }
 
-/// Gives back a span whose blocks are all back: its pages to the system, its descriptor
-/// to its kind's free list.
+/// Gives back a span whose blocks are all back: its descriptor to its kind's `fresh`
+/// list, its pages still resident (see [`decay`]).
 ///
 /// # Safety
 ///
 /// `span` came from [`take`] for `kind`, is in no list, and nobody uses its blocks.
 pub(crate) unsafe fn give_back(kind: usize, span: NonNull<Span>) {
-    // SAFETY: the caller's contract: the span and its memory are ours alone. Outside the
-    // lock: a system call. If `madvise` fails the pages just stay resident until reuse.
-    let returned = unsafe { os::discard(span.as_ref().start, span_size(kind)) };
-    if returned {
-        RETURNED.fetch_add(1, Ordering::Relaxed);
-    }
-    // SAFETY: as above.
+    // SAFETY: the caller's contract: the span is ours alone.
     pagemap::mark_span(unsafe { span.as_ref().start }, span_size(kind), None);
     let mut pool = lock(kind);
     // SAFETY: as above; the descriptor enters the list under its lock.
-    unsafe { (*span.as_ptr()).next = pool.free };
-    pool.free = span.as_ptr();
+    unsafe { (*span.as_ptr()).next = pool.fresh };
+    pool.fresh = span.as_ptr();
     FREE.fetch_add(1, Ordering::Relaxed);
+    RESIDENT_FREE.fetch_add(1, Ordering::Relaxed);
     HELD.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// The trims' part: gives the pages of every span that has been free since before the
+/// previous call back to the system, and ages the spans freed since. So a span freed
+/// between two trims is resident until the second trim after it, at most two trim
+/// intervals: long enough that a program which frees and allocates in waves takes its
+/// spans back without page faults, short enough that memory a program stopped using goes
+/// back as its blocks do (the caches' working set, `magazine::Trim::WorkingSet`, counts
+/// trims the same way).
+pub(crate) fn decay() {
+    if cfg!(magazine_mutant = "free_spans_kept_for_ever") {
+        // MUTANT: no free span's pages go back to the system.
+        return;
+    }
+    for kind in 0..KINDS {
+        let aged = {
+            let mut pool = lock(kind);
+            let aged = std::mem::replace(&mut pool.aged, ptr::null_mut());
+            pool.aged = std::mem::replace(&mut pool.fresh, ptr::null_mut());
+            aged
+        };
+        // Outside the lock: system calls. The spans are ours meanwhile (in no list).
+        let (mut first, mut last, mut count) = (aged, ptr::null_mut::<Span>(), 0);
+        while let Some(span) = NonNull::new(first) {
+            // SAFETY: a free descriptor that we took out of its list; its pages are
+            // nobody's. If `madvise` fails they stay resident until the span's reuse.
+            unsafe {
+                if os::discard(span.as_ref().start, span_size(kind)) {
+                    RETURNED.fetch_add(1, Ordering::Relaxed);
+                }
+                last = span.as_ptr();
+                first = span.as_ref().next;
+            }
+            count += 1;
+        }
+        if count == 0 {
+            continue;
+        }
+        RESIDENT_FREE.fetch_sub(count, Ordering::Relaxed);
+        let mut pool = lock(kind);
+        // SAFETY: `last` ends the list we took out, whose descriptors are ours; they
+        // enter the list of spans given back under its lock.
+        unsafe { (*last).next = pool.free };
+        pool.free = aged;
+    }
 }
 
 /// The descriptor of the span that holds `block`.
@@ -222,15 +294,11 @@ pub(crate) unsafe fn span_of(block: usize) -> *mut Span {
 #[inline]
 pub(crate) fn class_of(block: usize) -> Option<usize> {
     let class = pagemap::span_class(block)?;
-    // Spans are aligned to their size (chunks are, and spans are cut at multiples of it).
-    let span = 1usize << classes::span_shift(class);
-    let offset = block & (span - 1);
     // MUTANT: any address in a held span is taken for a block of its class.
     if cfg!(magazine_mutant = "block_offset_unchecked") {
         return Some(class);
     }
-    let fits = offset + classes::class_size(class) <= span;
-    (fits && classes::is_block_offset(class, offset)).then_some(class)
+    classes::is_block_start(class, block).then_some(class)
 }
 
 /// Span and chunk counts for statistics.
@@ -238,6 +306,7 @@ pub(crate) struct Counts {
     pub(crate) chunks: usize,
     pub(crate) held: usize,
     pub(crate) free: usize,
+    pub(crate) resident_free: usize,
     pub(crate) returned: usize,
 }
 
@@ -246,6 +315,7 @@ pub(crate) fn counts() -> Counts {
         chunks: CHUNKS.load(Ordering::Relaxed),
         held: HELD.load(Ordering::Relaxed),
         free: FREE.load(Ordering::Relaxed),
+        resident_free: RESIDENT_FREE.load(Ordering::Relaxed),
         returned: RETURNED.load(Ordering::Relaxed),
     }
 }

@@ -14,10 +14,14 @@ pub struct MallocStats {
     /// Spans that classes hold now (each 64, 128 or 256 KiB of address space, resident as
     /// far as its blocks were touched).
     pub spans_held: usize,
-    /// Spans free for any class of their size, their pages given back to the system.
+    /// Spans free for any class of their size: those of `spans_free_resident`, and those
+    /// whose pages went back to the system.
     pub spans_free: usize,
-    /// Spans given back to the system so far (`madvise(MADV_DONTNEED)` once all their
-    /// blocks were back), a running count.
+    /// Free spans whose pages are still resident: freed since the second trim before
+    /// (their pages go back to the system at the second trim after they were freed).
+    pub spans_free_resident: usize,
+    /// Spans whose pages were given back to the system so far (`madvise(MADV_DONTNEED)`
+    /// once they had been free through a trim interval), a running count.
     pub spans_returned: usize,
     /// Bytes of address space mapped for spans (4 MiB chunks, never unmapped; resident
     /// only where spans are in use).
@@ -92,13 +96,15 @@ impl fmt::Display for MallocStats {
         writeln!(
             f,
             "{} classes: {allocs} alloc hits, {frees} free hits, {calls} source calls, \
-             {trimmed} magazines trimmed ({} automatic trims); spans {} held {} free {} returned; mapped {} KiB \
+             {trimmed} magazines trimmed ({} automatic trims); spans {} held {} free ({} resident) {} returned; \
+             mapped {} KiB \
              (chunks {} KiB, page classes {} KiB, large {} KiB, kept {} KiB; the caches \
              themselves {} KiB)",
             self.classes.len(),
             self.auto_trims,
             self.spans_held,
             self.spans_free,
+            self.spans_free_resident,
             self.spans_returned,
             self.bytes_mapped() >> 10,
             self.chunk_bytes >> 10,

@@ -1,11 +1,10 @@
 //! Memory goes back: after a large working set is freed, what overflows the depot's cap
-//! goes back to its spans at once, and two trims an interval apart give the rest back to
-//! the system (the statistics count the spans, and the resident set falls); the trimmer
-//! thread does the same on its own.
+//! goes back to its spans at once (emptied spans stay resident until trims), and two trims
+//! an interval apart give the rest back to the system (the statistics count the spans, and
+//! the resident set falls); the trimmer thread does the same on its own.
 //!
-//! One test function: the heap and the resident set are the whole process's. The mutant
-//! `spans_never_return` (`RUSTFLAGS='--cfg magazine_mutant="spans_never_return"'`) fails
-//! it.
+//! One test function: the heap and the resident set are the whole process's. The mutants
+//! `spans_never_return` and `free_spans_kept_for_ever` (`.ci/on-malloc.sh`) fail it.
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::thread;
@@ -68,7 +67,7 @@ fn trimming_gives_spans_and_resident_memory_back() {
     free(blocks, layout);
     // Freed blocks sit in magazines up to the depot's cap (64 full magazines per CPU,
     // beside each CPU's two in its slot and one on its shelf); beyond it they went back to
-    // their spans, and the spans emptied that way to the system, at once.
+    // their spans, and the spans emptied that way to their free lists, at once.
     let freed = heap.stats();
     let mine = freed.classes.iter().find(|c| c.class == class).unwrap();
     // SAFETY: `sysconf` has no preconditions (the allocator sizes its caches by it).
@@ -80,8 +79,8 @@ fn trimming_gives_spans_and_resident_memory_back() {
         mine.blocks_out
     );
     assert!(
-        freed.spans_returned > before.spans_returned,
-        "the overflow went back without a trim\n{freed}"
+        freed.spans_free_resident > before.spans_free_resident,
+        "the overflow went back to its spans without a trim, and emptied some\n{freed}"
     );
 
     heap.trim();

@@ -23,8 +23,8 @@
 //! block, is not detected.
 //!
 //! **Trimming.** Memory freed by the program stays in the caches until trims give it back
-//! (spans whose blocks all come back return to the system at once; each class's depot
-//! holds at most 64 full magazines per CPU). The allocator trims by itself every 100 ms
+//! (spans whose blocks all come back return to the system at the second trim after;
+//! each class's depot holds at most 64 full magazines per CPU). The allocator trims by itself every 100 ms
 //! ([`MagazineMalloc::set_auto_trim`]), with no thread: when a call leaves the caches'
 //! fast path after the interval, the next such call trims. `MAGAZINE_TRIM_MS=N` in the
 //! environment sets the interval to `N` milliseconds, `0` turns the trims off.
