@@ -41,6 +41,7 @@ cargo test -p magazine-malloc -p magazine-malloc-preload --no-run >"$log" 2>&1 |
 # tests). The C layer's (`magazine-malloc-preload`) are caught by its tests of the C
 # functions' semantics.
 for entry in "bump_repeats_last magazine-malloc conservation" \
+  "node_pops_twice magazine-malloc conservation" \
   "spans_never_return magazine-malloc trim" "free_spans_kept_for_ever magazine-malloc trim" \
   "realloc_shrinks_in_place magazine-malloc realloc" \
   "large_realloc_ignores_alignment magazine-malloc realloc" \

@@ -211,6 +211,8 @@ mod fallback;
 #[cfg(target_os = "linux")]
 mod fork;
 #[cfg(target_os = "linux")]
+mod free_blocks;
+#[cfg(target_os = "linux")]
 mod heap;
 #[cfg(target_os = "linux")]
 mod large;

@@ -3,10 +3,11 @@
 //! maps and unmaps its blocks instead: `pages`.)
 //!
 //! Each class keeps the spans that have blocks to hand out in a list, under a lock. A
-//! block handed out comes from its span's list of given-back blocks, else from the span's
-//! bump index (fresh blocks: no free list is threaded through pages nobody touched). A
-//! span with nothing left leaves the list; a span whose blocks all come back (when the
-//! cache trims or flushes) goes back to `span`, which discards its pages. The source
+//! block handed out comes from its span's given-back blocks (`free_blocks`), else from
+//! the span's bump index (fresh blocks: no free list is threaded through pages nobody
+//! touched). A span with nothing left leaves the list; a span whose blocks all come back
+//! (when the cache trims or flushes) goes back to `span`, which discards its pages in
+//! time. The source
 //! never allocates: everything it keeps is in the spans' descriptors and in the free
 //! blocks themselves.
 
@@ -18,7 +19,7 @@ use magazine::Source;
 
 use crate::classes::{self, SPAN_CLASSES};
 use crate::span::{self, Span};
-use crate::{auto_trim, pagemap, pages, reserve};
+use crate::{auto_trim, free_blocks, pagemap, pages, reserve};
 
 /// Blocks moved per lock hold; a batch is gathered under the lock into a buffer on the
 /// stack and handed to the cache after it (the cache's magazines hold at most 64).
@@ -176,6 +177,7 @@ fn take(class: usize, blocks: &mut [usize]) -> usize {
         return pages::take(class, blocks);
     }
     let size = classes::class_size(class);
+    let capacity = free_blocks::node_capacity(size);
     let kind = span_kind(class);
     let mut spans = lock(class);
     let mut n = 0;
@@ -208,11 +210,9 @@ fn take(class: usize, blocks: &mut [usize]) -> usize {
         let before = n;
         while n < blocks.len() {
             let block = if span.free != 0 {
-                let block = span.free;
-                // SAFETY: a given-back block of ours, holding the next one's address in
-                // its first word (written by `give`), aligned (blocks are multiples of 8).
-                span.free = unsafe { (block as *const usize).read() };
-                block
+                // SAFETY: the span's stack of given-back blocks of `size` bytes (built by
+                // `give`), not empty, ours under the lock.
+                unsafe { free_blocks::pop(&mut span.free, capacity) }
             } else if span.carved < span.capacity {
                 let index = span.carved as usize;
                 span.carved += if cfg!(magazine_mutant = "bump_repeats_last") {
@@ -251,6 +251,7 @@ unsafe fn give(class: usize, blocks: &[usize]) {
         // SAFETY: the caller's contract: blocks `pages::take` handed out for `class`.
         return unsafe { pages::give(class, blocks) };
     }
+    let capacity = free_blocks::node_capacity(classes::class_size(class));
     let mut empty: *mut Span = ptr::null_mut();
     let mut reserved = 0;
     {
@@ -263,12 +264,11 @@ unsafe fn give(class: usize, blocks: &[usize]) {
                 continue;
             }
             // SAFETY: the caller's contract: a block of ours, so its span is in our hands
-            // and ours to touch under our lock; the block is free, so its first word is
-            // ours to write.
+            // and ours to touch under our lock; the block is free, so ours to write, and
+            // of the class's size, as the span's other given-back blocks.
             unsafe {
                 let span = &mut *span::span_of(block);
-                (block as *mut usize).write(span.free);
-                span.free = block;
+                free_blocks::push(&mut span.free, block, capacity);
                 // Wrapping: a double free must not panic here (a panic in the allocator
                 // aborts); it leaves the span held for good instead.
                 span.out = span.out.wrapping_sub(1);

@@ -47,8 +47,7 @@ pub(crate) struct Span {
     pub(crate) next: *mut Span,
     /// The previous span in the class's list.
     pub(crate) prev: *mut Span,
-    /// The first of the blocks given back to the class, each holding the next one's
-    /// address in its first word; 0 for none.
+    /// The top node of the blocks given back to the class (`free_blocks`); 0 for none.
     pub(crate) free: usize,
     /// The address of the span's first block.
     pub(crate) start: usize,
