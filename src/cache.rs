@@ -17,7 +17,10 @@ use crate::stats::{OwnedCounter, SharedCounter, Stats};
 use crate::sync::AtomicBool;
 
 mod exhaustion;
+mod hit_path;
 mod release;
+
+pub use hit_path::HitPath;
 
 pub(crate) use exhaustion::Home;
 

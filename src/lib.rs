@@ -185,7 +185,7 @@ mod stack;
 mod stats;
 mod sync;
 
-pub use cache::Cache;
+pub use cache::{Cache, HitPath};
 pub use local::LocalCache;
 pub use policy::{Config, DepotPolicy, Options, Trim};
 #[cfg(all(feature = "std", not(magazine_model)))]

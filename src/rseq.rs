@@ -221,7 +221,7 @@ pub(crate) fn split(word: usize) -> (usize, Hits) {
 /// registers rseq areas: the sequences find them at [`area_offset`], which is the same
 /// for every cache.
 #[repr(C)]
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Layout {
     base: usize,        // 0
     stride_log2: usize, // 8

@@ -57,6 +57,25 @@ fn alloc_n(cache: &Cache<Arc<Tracking>>, cpu: usize, n: usize) -> Vec<u32> {
         .collect()
 }
 
+/// A cache has a hit path exactly when it runs restartable sequences (its hits are
+/// checked in `tests/rseq.rs`).
+#[test]
+fn a_hit_path_exactly_where_sequences_run() {
+    let cpus = Config::default().cpus;
+    let (cache, source) = cache(100, 4, cpus, WORKING_SET);
+    assert_eq!(
+        cache.hit_path().is_some(),
+        cache.runs_restartable_sequences()
+    );
+    let (slots, slots_source) = cache_with(100, 4, cpus, WORKING_SET, |options| {
+        options.restartable_sequences = false
+    });
+    assert!(slots.hit_path().is_none(), "no sequences, no hit path");
+    drop((cache, slots));
+    source.assert_all_home();
+    slots_source.assert_all_home();
+}
+
 #[test]
 fn a_freed_item_is_reused_from_the_magazine() {
     let (cache, source) = cache(100, 4, 1, WORKING_SET);

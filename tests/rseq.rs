@@ -355,15 +355,36 @@ fn cache_with_sequences(
 /// `free`'s are, last in first out on the CPU's loaded magazine.
 #[test]
 fn hits_alone_or_nothing() {
+    hits_alone_or_nothing_through(false);
+}
+
+/// The same through a [`magazine::HitPath`]: its hits are the cache's.
+#[test]
+fn a_hit_path_hits_as_its_cache_does() {
+    hits_alone_or_nothing_through(true);
+}
+
+fn hits_alone_or_nothing_through(path: bool) {
     let cpus = allowed_cpus();
     let Some((cache, source)) = cache_with_sequences(4, cpus.len().max(configured_cpus()), 64)
     else {
         return;
     };
+    let hits = cache
+        .hit_path()
+        .expect("a cache that runs sequences has a hit path");
+    let alloc_if_hit = || match path {
+        true => hits.alloc_if_hit(),
+        false => cache.alloc_if_hit(),
+    };
+    let free_if_hit = |id| match path {
+        true => hits.free_if_hit(id),
+        false => cache.free_if_hit(id),
+    };
     thread::scope(|s| {
         s.spawn(|| {
             run_on(&cpus[..1]);
-            assert_eq!(cache.alloc_if_hit(), None, "nothing cached: a miss");
+            assert_eq!(alloc_if_hit(), None, "nothing cached: a miss");
             assert_eq!(
                 cache.stats().source_alloc_calls,
                 0,
@@ -377,7 +398,7 @@ fn hits_alone_or_nothing() {
                     rest.push(id);
                     continue;
                 }
-                match cache.free_if_hit(id) {
+                match free_if_hit(id) {
                     Ok(()) => pushed.push(id),
                     Err(back) => {
                         assert_eq!(back, id, "the item handed back");
@@ -398,7 +419,7 @@ fn hits_alone_or_nothing() {
                 "a refused push moved nothing"
             );
             for &id in pushed.iter().rev() {
-                assert_eq!(cache.alloc_if_hit(), Some(id), "last in, first out");
+                assert_eq!(alloc_if_hit(), Some(id), "last in, first out");
             }
             let popped = cache.stats().alloc_hits - after.alloc_hits;
             assert_eq!(popped, pushed.len() as u64);

@@ -4,15 +4,18 @@
 //! Everything here runs with the thread marked inside the allocator (`lib.rs`, the
 //! re-entrancy rule): what a cache allocates while it runs comes from the class sources,
 //! past the caches. The caches themselves live in place, in a static array: a class's
-//! cache is at an address known from its class alone, so a hit loads no pointer to find
-//! it (one dependent load fewer on every call), and a page of the array becomes resident
-//! only when a class in it is used.
+//! cache is at an address known from its class alone, so a call loads no pointer to find
+//! it, and a page of the array becomes resident only when a class in it is used. A hit
+//! does not read the cache at all: each class's state and a copy of its cache's hit path
+//! ([`magazine::HitPath`]) share one cache line of their own, the only line of metadata a
+//! hit reads before the CPU's slot (in a program whose own work evicts the allocator's
+//! lines between calls, each one is a cache miss).
 
 use std::cell::UnsafeCell;
 use std::mem::{size_of, MaybeUninit};
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use magazine::{Cache, Config, DepotPolicy, Trim};
+use magazine::{Cache, Config, DepotPolicy, HitPath, Trim};
 
 use crate::classes::{self, CLASSES};
 use crate::source::ClassSource;
@@ -43,7 +46,7 @@ const DEPOT_TARGET: usize = 0;
 const DEPOT_MAX_FULL_PER_CPU: usize = 64;
 
 /// The class caches in place, each written once by the thread that builds it (see
-/// [`STATES`]), never moved or dropped.
+/// [`ENTRIES`]), never moved or dropped.
 struct Stored([UnsafeCell<MaybeUninit<ClassCache>>; CLASSES]);
 
 // SAFETY: a cache is written only by the one thread that moved its state from `EMPTY` to
@@ -53,14 +56,39 @@ unsafe impl Sync for Stored {}
 
 static STORED: Stored = Stored([const { UnsafeCell::new(MaybeUninit::uninit()) }; CLASSES]);
 
-/// Where each class's cache stands:
-///
-/// | value | meaning | transition |
-/// |---|---|---|
-/// | `EMPTY` | not built | `BUILDING` by a CAS (Acquire) of the thread that builds it |
-/// | `BUILDING` | a thread writes it | `READY` (Release) when written; `EMPTY` when the system refused memory or a call inside panicked; `EMPTY` in a forked child (the builder is gone) |
-/// | `READY` | built, for good | none |
-static STATES: [AtomicU8; CLASSES] = [const { AtomicU8::new(EMPTY) }; CLASSES];
+/// A class's cache's hit path.
+type ClassHits = HitPath<'static, ClassSource>;
+
+/// What a hit of a class reads: the class's state and its cache's hit path, in a cache
+/// line of their own.
+#[repr(C, align(64))]
+struct Entry {
+    /// Where the class's cache stands:
+    ///
+    /// | value | meaning | transition |
+    /// |---|---|---|
+    /// | `EMPTY` | not built | `BUILDING` by a CAS (Relaxed: it only elects) of the thread that builds it |
+    /// | `BUILDING` | a thread writes it | `READY` (Release) when written; `EMPTY` when the system refused memory or a call inside panicked; `EMPTY` in a forked child (the builder is gone) |
+    /// | `READY` | built, for good | none |
+    state: AtomicU8,
+    /// The cache's hit path (`None` where the cache runs no restartable sequences),
+    /// written with the cache, before `READY`, never again.
+    hits: UnsafeCell<MaybeUninit<Option<ClassHits>>>,
+}
+
+// SAFETY: `hits` is written only by the thread that moved `state` from `EMPTY` to
+// `BUILDING`, and read by others only after `state` says `READY` (Release, paired with
+// their Acquire); a `HitPath` of a `Sync` cache is `Sync`.
+unsafe impl Sync for Entry {}
+
+static ENTRIES: [Entry; CLASSES] = [const {
+    Entry {
+        state: AtomicU8::new(EMPTY),
+        hits: UnsafeCell::new(MaybeUninit::uninit()),
+    }
+}; CLASSES];
+// One line each: a hit reads one.
+const _: () = assert!(size_of::<Entry>() == 64);
 const EMPTY: u8 = 0;
 const BUILDING: u8 = 1;
 const READY: u8 = 2;
@@ -80,7 +108,7 @@ pub(crate) fn get(class: usize) -> Option<&'static ClassCache> {
 /// The cache of `class` if it was created.
 #[inline]
 pub(crate) fn existing(class: usize) -> Option<&'static ClassCache> {
-    if STATES[class].load(Ordering::Acquire) != READY {
+    if ENTRIES[class].state.load(Ordering::Acquire) != READY {
         return None;
     }
     // SAFETY: `READY` was stored (Release, paired with the Acquire load) after the cache
@@ -102,6 +130,18 @@ fn config(class: usize) -> Config {
     }
 }
 
+/// The hit path of `class`'s cache if it was created and runs restartable sequences.
+#[inline]
+pub(crate) fn hits(class: usize) -> Option<&'static ClassHits> {
+    let entry = &ENTRIES[class];
+    if entry.state.load(Ordering::Acquire) != READY {
+        return None;
+    }
+    // SAFETY: `READY` was stored (Release, paired with the Acquire load) after `hits` was
+    // written, and it is never written again.
+    unsafe { (*entry.hits.get()).assume_init_ref().as_ref() }
+}
+
 /// Builds and publishes the cache of `class`; `None` while another thread builds it.
 #[cold]
 #[inline(never)]
@@ -110,8 +150,11 @@ fn create(class: usize) -> Option<&'static ClassCache> {
     fork::register_once();
     // Relaxed: the CAS only elects the builder. What it writes is published by its Release
     // store of `READY`; a build that failed wrote nothing; `existing` loads with Acquire.
+    let entry = &ENTRIES[class];
     if let Err(state) =
-        STATES[class].compare_exchange(EMPTY, BUILDING, Ordering::Relaxed, Ordering::Relaxed)
+        entry
+            .state
+            .compare_exchange(EMPTY, BUILDING, Ordering::Relaxed, Ordering::Relaxed)
     {
         return match state {
             READY => existing(class),
@@ -124,7 +167,7 @@ fn create(class: usize) -> Option<&'static ClassCache> {
     impl Drop for Unpublished {
         fn drop(&mut self) {
             // Relaxed: nothing was written to publish.
-            STATES[self.0].store(EMPTY, Ordering::Relaxed);
+            ENTRIES[self.0].state.store(EMPTY, Ordering::Relaxed);
         }
     }
     let unpublished = Unpublished(class);
@@ -137,12 +180,16 @@ fn create(class: usize) -> Option<&'static ClassCache> {
     options.max_empty = Some(usize::MAX);
     options.max_full = Some(DEPOT_MAX_FULL_PER_CPU * os::configured_cpus());
     let cache = Cache::try_with_options(ClassSource::new(class), config(class), options).ok()?;
-    // SAFETY: our CAS made us the only thread that touches this cache until `READY` is
-    // stored; nothing was written there before (a forked child's half-built cache is
-    // overwritten, its allocations leak).
-    unsafe { (*STORED.0[class].get()).write(cache) };
+    // SAFETY: our CAS made us the only thread that touches this cache and its entry's
+    // `hits` until `READY` is stored; nothing was written there before (a forked child's
+    // half-built cache is overwritten, its allocations leak). The cache is never moved
+    // or dropped after, so the hit path may borrow it for good.
+    unsafe {
+        let cache: &'static ClassCache = (*STORED.0[class].get()).write(cache);
+        (*entry.hits.get()).write(cache.hit_path());
+    }
     std::mem::forget(unpublished);
-    STATES[class].store(READY, Ordering::Release);
+    entry.state.store(READY, Ordering::Release);
     existing(class)
 }
 
@@ -150,18 +197,20 @@ fn create(class: usize) -> Option<&'static ClassCache> {
 /// thread is not in the child); the child builds it again at the class's next miss.
 pub(crate) fn after_fork_in_child() {
     // Relaxed: the child has one thread.
-    for state in &STATES {
-        let _ = state.compare_exchange(BUILDING, EMPTY, Ordering::Relaxed, Ordering::Relaxed);
+    for entry in &ENTRIES {
+        let _ = entry
+            .state
+            .compare_exchange(BUILDING, EMPTY, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 
 /// Bytes of the class caches themselves (those built).
 pub(crate) fn cache_bytes() -> usize {
-    let built = STATES
+    let built = ENTRIES
         .iter()
-        .filter(|state| state.load(Ordering::Relaxed) == READY)
+        .filter(|entry| entry.state.load(Ordering::Relaxed) == READY)
         .count();
-    built * size_of::<ClassCache>()
+    built * (size_of::<ClassCache>() + size_of::<Entry>())
 }
 
 #[cfg(test)]
@@ -177,13 +226,13 @@ mod tests {
     #[test]
     fn a_cache_being_built_is_passed_over_and_a_fork_builds_it_again() {
         assert_eq!(
-            STATES[CLASS].load(Ordering::Relaxed),
+            ENTRIES[CLASS].state.load(Ordering::Relaxed),
             EMPTY,
             "unused so far"
         );
         let layout = Layout::from_size_align(classes::class_size(CLASS), 8).unwrap();
         // Another thread is building the cache (its state alone says so).
-        STATES[CLASS].store(BUILDING, Ordering::Relaxed);
+        ENTRIES[CLASS].state.store(BUILDING, Ordering::Relaxed);
         assert!(get(CLASS).is_none() && existing(CLASS).is_none());
         // Allocations and frees meanwhile go to the class's source.
         let block = heap::alloc(layout);
@@ -197,22 +246,22 @@ mod tests {
             heap::dealloc(block, layout);
         }
         assert_eq!(
-            STATES[CLASS].load(Ordering::Relaxed),
+            ENTRIES[CLASS].state.load(Ordering::Relaxed),
             BUILDING,
             "left to its builder"
         );
         // In a forked child the builder is gone: the cache is built again when needed.
         after_fork_in_child();
-        assert_eq!(STATES[CLASS].load(Ordering::Relaxed), EMPTY);
+        assert_eq!(ENTRIES[CLASS].state.load(Ordering::Relaxed), EMPTY);
         let cache = get(CLASS).expect("built");
         assert!(std::ptr::eq(cache, existing(CLASS).unwrap()));
-        assert_eq!(STATES[CLASS].load(Ordering::Relaxed), READY);
+        assert_eq!(ENTRIES[CLASS].state.load(Ordering::Relaxed), READY);
         let block = heap::alloc(layout);
         assert!(!block.is_null());
         // SAFETY: as above.
         unsafe { heap::dealloc(block, layout) };
         // A built cache is left alone by a fork.
         after_fork_in_child();
-        assert_eq!(STATES[CLASS].load(Ordering::Relaxed), READY);
+        assert_eq!(ENTRIES[CLASS].state.load(Ordering::Relaxed), READY);
     }
 }

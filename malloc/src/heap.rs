@@ -8,9 +8,9 @@
 //! | `dealloc`, class-sized | the class's cache | the class's source (or the reserve), past its cache |
 //! | `dealloc`, large | kept, or unmapped | kept, or unmapped |
 //!
-//! A call first tries its class cache's hit alone (`Cache::alloc_if_hit`, `free_if_hit`: a
-//! restartable sequence on the CPU's loaded magazine, which never allocates, locks or
-//! pins), whatever the thread's state; only a miss reads the state and takes the table's
+//! A call first tries its class cache's hit alone (`HitPath::alloc_if_hit`, `free_if_hit`
+//! from the class's entry in `caches`: a restartable sequence on the CPU's loaded
+//! magazine, which never allocates, locks or pins), whatever the thread's state; only a miss reads the state and takes the table's
 //! routes, in functions of their own (`alloc_miss`, `dealloc_miss`), so that the hit's path
 //! saves no register for them. A thread is *inside* while it runs a class cache's code past
 //! that hit (an allocation, a free, a trim, the statistics, a cache's creation), and
@@ -144,7 +144,7 @@ pub(crate) fn alloc(layout: Layout) -> *mut u8 {
         return alloc_large(layout);
     };
     // A hit first, whatever the thread's state: it neither allocates nor calls anything.
-    if let Some(block) = caches::existing(class).and_then(|cache| cache.alloc_if_hit()) {
+    if let Some(block) = caches::hits(class).and_then(|hits| hits.alloc_if_hit()) {
         return block as *mut u8;
     }
     alloc_miss(class)
@@ -220,7 +220,7 @@ pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
 unsafe fn dealloc_class(class: usize, ptr: *mut u8) {
     // A hit first, whatever the thread's state, as in `alloc`.
     let Err(ptr) =
-        caches::existing(class).map_or(Err(ptr as usize), |cache| cache.free_if_hit(ptr as usize))
+        caches::hits(class).map_or(Err(ptr as usize), |hits| hits.free_if_hit(ptr as usize))
     else {
         return;
     };
