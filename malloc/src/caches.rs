@@ -50,7 +50,7 @@ const DEPOT_MAX_FULL_PER_CPU: usize = 64;
 struct Stored([UnsafeCell<MaybeUninit<ClassCache>>; CLASSES]);
 
 // SAFETY: a cache is written only by the one thread that moved its state from `EMPTY` to
-// `BUILDING`, and read by others only after its state says `READY` (Release, paired with
+// `BUILDING`, and read by others only after its state says it is built (Release, paired with
 // their Acquire); `ClassCache` itself is `Sync`.
 unsafe impl Sync for Stored {}
 
@@ -68,12 +68,15 @@ struct Entry {
     /// | value | meaning | transition |
     /// |---|---|---|
     /// | `EMPTY` | not built | `BUILDING` by a CAS (Relaxed: it only elects) of the thread that builds it |
-    /// | `BUILDING` | a thread writes it | `READY` (Release) when written; `EMPTY` when the system refused memory or a call inside panicked; `EMPTY` in a forked child (the builder is gone) |
-    /// | `READY` | built, for good | none |
+    /// | `BUILDING` | a thread writes it | `READY` (Release) when written, or `READY_WITHOUT_HITS` when the cache runs no restartable sequences; `EMPTY` when the system refused memory or a call inside panicked; `EMPTY` in a forked child (the builder is gone) |
+    /// | `READY` | built, for good, and `hits` written | none |
+    /// | `READY_WITHOUT_HITS` | built, for good, with no hit path (its hits take the slot) | none |
+    ///
+    /// Two built states rather than an `Option` in `hits`, so that a hit tests one byte.
     state: AtomicU8,
-    /// The cache's hit path (`None` where the cache runs no restartable sequences),
-    /// written with the cache, before `READY`, never again.
-    hits: UnsafeCell<MaybeUninit<Option<ClassHits>>>,
+    /// The cache's hit path when the state is `READY`: written with the cache, before the
+    /// state, never again.
+    hits: UnsafeCell<MaybeUninit<ClassHits>>,
 }
 
 // SAFETY: `hits` is written only by the thread that moved `state` from `EMPTY` to
@@ -92,6 +95,12 @@ const _: () = assert!(size_of::<Entry>() == 64);
 const EMPTY: u8 = 0;
 const BUILDING: u8 = 1;
 const READY: u8 = 2;
+const READY_WITHOUT_HITS: u8 = 3;
+
+/// Whether a state is one of a built cache.
+fn built(state: u8) -> bool {
+    matches!(state, READY | READY_WITHOUT_HITS)
+}
 
 /// The cache of `class`, created at the first call; `None` when the system refuses the
 /// memory for it, or another thread is building it (the caller uses the class's source
@@ -108,10 +117,10 @@ pub(crate) fn get(class: usize) -> Option<&'static ClassCache> {
 /// The cache of `class` if it was created.
 #[inline]
 pub(crate) fn existing(class: usize) -> Option<&'static ClassCache> {
-    if ENTRIES[class].state.load(Ordering::Acquire) != READY {
+    if !built(ENTRIES[class].state.load(Ordering::Acquire)) {
         return None;
     }
-    // SAFETY: `READY` was stored (Release, paired with the Acquire load) after the cache
+    // SAFETY: a built state was stored (Release, paired with the Acquire load) after the cache
     // was written in full, and it is never written, moved or dropped again.
     Some(unsafe { (*STORED.0[class].get()).assume_init_ref() })
 }
@@ -139,7 +148,7 @@ pub(crate) fn hits(class: usize) -> Option<&'static ClassHits> {
     }
     // SAFETY: `READY` was stored (Release, paired with the Acquire load) after `hits` was
     // written, and it is never written again.
-    unsafe { (*entry.hits.get()).assume_init_ref().as_ref() }
+    Some(unsafe { (*entry.hits.get()).assume_init_ref() })
 }
 
 /// Builds and publishes the cache of `class`; `None` while another thread builds it.
@@ -149,16 +158,17 @@ fn create(class: usize) -> Option<&'static ClassCache> {
     // The allocator's first setup; no lock of ours is held here.
     fork::register_once();
     // Relaxed: the CAS only elects the builder. What it writes is published by its Release
-    // store of `READY`; a build that failed wrote nothing; `existing` loads with Acquire.
+    // store of a built state; a build that failed wrote nothing; `existing` loads with
+    // Acquire.
     let entry = &ENTRIES[class];
     if let Err(state) =
         entry
             .state
             .compare_exchange(EMPTY, BUILDING, Ordering::Relaxed, Ordering::Relaxed)
     {
-        return match state {
-            READY => existing(class),
-            _ => None,
+        return match built(state) {
+            true => existing(class),
+            false => None,
         };
     }
     /// Back to `EMPTY` unless the cache was published: on a refusal, and if a call
@@ -181,15 +191,21 @@ fn create(class: usize) -> Option<&'static ClassCache> {
     options.max_full = Some(DEPOT_MAX_FULL_PER_CPU * os::configured_cpus());
     let cache = Cache::try_with_options(ClassSource::new(class), config(class), options).ok()?;
     // SAFETY: our CAS made us the only thread that touches this cache and its entry's
-    // `hits` until `READY` is stored; nothing was written there before (a forked child's
-    // half-built cache is overwritten, its allocations leak). The cache is never moved
-    // or dropped after, so the hit path may borrow it for good.
-    unsafe {
+    // `hits` until a built state is stored; nothing was written there before (a forked
+    // child's half-built cache is overwritten, its allocations leak). The cache is never
+    // moved or dropped after, so the hit path may borrow it for good.
+    let state = unsafe {
         let cache: &'static ClassCache = (*STORED.0[class].get()).write(cache);
-        (*entry.hits.get()).write(cache.hit_path());
-    }
+        match cache.hit_path() {
+            Some(hits) => {
+                (*entry.hits.get()).write(hits);
+                READY
+            }
+            None => READY_WITHOUT_HITS,
+        }
+    };
     std::mem::forget(unpublished);
-    entry.state.store(READY, Ordering::Release);
+    entry.state.store(state, Ordering::Release);
     existing(class)
 }
 
@@ -208,7 +224,7 @@ pub(crate) fn after_fork_in_child() {
 pub(crate) fn cache_bytes() -> usize {
     let built = ENTRIES
         .iter()
-        .filter(|entry| entry.state.load(Ordering::Relaxed) == READY)
+        .filter(|entry| built(entry.state.load(Ordering::Relaxed)))
         .count();
     built * (size_of::<ClassCache>() + size_of::<Entry>())
 }
@@ -255,13 +271,13 @@ mod tests {
         assert_eq!(ENTRIES[CLASS].state.load(Ordering::Relaxed), EMPTY);
         let cache = get(CLASS).expect("built");
         assert!(std::ptr::eq(cache, existing(CLASS).unwrap()));
-        assert_eq!(ENTRIES[CLASS].state.load(Ordering::Relaxed), READY);
+        assert!(built(ENTRIES[CLASS].state.load(Ordering::Relaxed)));
         let block = heap::alloc(layout);
         assert!(!block.is_null());
         // SAFETY: as above.
         unsafe { heap::dealloc(block, layout) };
         // A built cache is left alone by a fork.
         after_fork_in_child();
-        assert_eq!(ENTRIES[CLASS].state.load(Ordering::Relaxed), READY);
+        assert!(built(ENTRIES[CLASS].state.load(Ordering::Relaxed)));
     }
 }
