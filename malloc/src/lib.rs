@@ -99,9 +99,10 @@
 //! never calls a cache). Metadata blocks are ordinary blocks of their class, so memory the
 //! caches used for magazines goes back to the system with its spans once trims free those
 //! magazines. The sources never allocate. The class caches themselves live in a static
-//! array, each at an address known from its class, so that a hit loads no pointer to find
-//! its cache; while one thread sets a class's cache up, the others are served by the
-//! class's source. The rule in full, as an obligation of any allocator built on the cache:
+//! array, each at an address known from its class, and a hit does not read its cache: a
+//! class's state and a copy of its cache's hit path ([`magazine::HitPath`]) share one cache
+//! line, the only metadata a hit reads before the CPU's slot and magazine. While one
+//! thread sets a class's cache up, the others are served by the class's source. The rule in full, as an obligation of any allocator built on the cache:
 //! [`magazine::docs::obligations`](magazine::docs::obligations#inside-a-global-allocator).
 //!
 //! **Out of memory.** Every path returns null when the system refuses memory, and frees
@@ -142,7 +143,7 @@
 //! it back. Per process: up to 32 MiB of freed large mappings, kept until the second trim
 //! after their free, and the pages of the spans emptied since the second trim before (a
 //! program's churn of two trim intervals at most, reused before any new span). As
-//! metadata: a class's cache itself, about 1 KiB of static memory
+//! metadata: a class's cache itself and its entry, about 1 KiB of static memory
 //! ([`MallocStats::metadata_in_use`] counts those), and, in class blocks, per CPU, its
 //! slot, shelf and two magazines' arrays of `magazine_size` addresses each. After trims, a
 //! class's depot keeps no full magazine. A cached block also costs 8 bytes of metadata (its

@@ -122,7 +122,9 @@
 //!    restartable sequence, or nothing. They never allocate, call the source, take a lock
 //!    or pin, and a slot that the thread's own cache call holds makes them miss, so they
 //!    may run unmarked, before the flag is read (a thread's flag is then read only on a
-//!    miss).
+//!    miss). The same holds for a [`HitPath`](crate::HitPath)'s, which are the cache's
+//!    hits run from a copy of its slot layout (`malloc/` keeps one beside each class's
+//!    state, so that a hit reads one line of metadata before the CPU's slot).
 //! 2. **While marked, allocate from memory that never calls a cache**: the class's source
 //!    directly, past its cache (what `malloc/` does: metadata blocks are then ordinary
 //!    blocks, and their memory goes back with the source's spans), a separate arena, or
