@@ -50,8 +50,8 @@ const DEPOT_MAX_FULL_PER_CPU: usize = 64;
 struct Stored([UnsafeCell<MaybeUninit<ClassCache>>; CLASSES]);
 
 // SAFETY: a cache is written only by the one thread that moved its state from `EMPTY` to
-// `BUILDING`, and read by others only after its state says it is built (Release, paired with
-// their Acquire); `ClassCache` itself is `Sync`.
+// `BUILDING`, and read by others only after its state says it is built (Release, paired
+// with their Acquire); `ClassCache` itself is `Sync`.
 unsafe impl Sync for Stored {}
 
 static STORED: Stored = Stored([const { UnsafeCell::new(MaybeUninit::uninit()) }; CLASSES]);
@@ -120,8 +120,8 @@ pub(crate) fn existing(class: usize) -> Option<&'static ClassCache> {
     if !built(ENTRIES[class].state.load(Ordering::Acquire)) {
         return None;
     }
-    // SAFETY: a built state was stored (Release, paired with the Acquire load) after the cache
-    // was written in full, and it is never written, moved or dropped again.
+    // SAFETY: a built state was stored (Release, paired with the Acquire load) after the
+    // cache was written in full, and it is never written, moved or dropped again.
     Some(unsafe { (*STORED.0[class].get()).assume_init_ref() })
 }
 

@@ -10,9 +10,9 @@
 //!
 //! A call first tries its class cache's hit alone (`HitPath::alloc_if_hit`, `free_if_hit`
 //! from the class's entry in `caches`: a restartable sequence on the CPU's loaded
-//! magazine, which never allocates, locks or pins), whatever the thread's state; only a miss reads the state and takes the table's
-//! routes, in functions of their own (`alloc_miss`, `dealloc_miss`), so that the hit's path
-//! saves no register for them. A thread is *inside* while it runs a class cache's code past
+//! magazine, which never allocates, locks or pins), whatever the thread's state; only a
+//! miss reads the state and takes the table's routes, in functions of their own
+//! (`alloc_miss`, `dealloc_miss`), so that the hit's path saves no register for them. A thread is *inside* while it runs a class cache's code past
 //! that hit (an allocation, a free, a trim, the statistics, a cache's creation), and
 //! *exiting* once its exit marker's destructor ran. The caches allocate their own metadata
 //! (magazines, depot nodes, crossbeam-epoch's per-thread records and garbage bags) through
