@@ -72,6 +72,10 @@ use core::mem::{size_of, ManuallyDrop, MaybeUninit};
 use core::ptr;
 use core::sync::atomic::{AtomicIsize, AtomicU8, AtomicUsize, Ordering};
 
+use crossbeam_utils::CachePadded;
+
+use crate::slot::Slot;
+
 /// `__rseq_offset` once looked up; [`UNKNOWN`] before, [`ABSENT`] when there is no
 /// registered area to read.
 ///
@@ -168,6 +172,13 @@ const ITEMS: usize = 8;
 const CAPACITY: usize = 16;
 const LEN: usize = 24;
 
+/// The distance between slots, as its logarithm: the size of a `CachePadded<Slot<T>>`,
+/// the same for every item type (a slot holds its items behind pointers). A constant, so
+/// that finding a CPU's slot is one shift by an immediate, with no load
+/// (`Layout::new` checks the slots it is given against it).
+const STRIDE_LOG2: u32 = size_of::<CachePadded<Slot<()>>>().trailing_zeros();
+const _: () = assert!(size_of::<CachePadded<Slot<()>>>().is_power_of_two());
+
 /// The loaded magazine's length word of a slot whose CPU runs sequences also counts their
 /// hits, so that a hit's commit, one store, counts it too (a count stored apart from the
 /// commit would be counted again when an abort between the two restarts the sequence).
@@ -213,9 +224,8 @@ pub(crate) fn split(word: usize) -> (usize, Hits) {
     (word & MAX_MAGAZINE_SIZE, hits)
 }
 
-/// Where a cache's slots are, for the sequences: the first slot's address, the distance
-/// between slots (a power of two, as its logarithm: a shift indexes faster than a
-/// multiplication) and their number, and the size of an item. They stay the same for the
+/// Where a cache's slots are, for the sequences: the first slot's address, their number,
+/// and the size of an item (the distance between slots is [`STRIDE_LOG2`]). They stay the same for the
 /// cache's lifetime (the slots are one boxed slice). The sequences read it through a
 /// pointer, at the offsets written next to the fields. A layout exists only where glibc
 /// registers rseq areas: the sequences find them at [`area_offset`], which is the same
@@ -223,13 +233,12 @@ pub(crate) fn split(word: usize) -> (usize, Hits) {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Layout {
-    base: usize,        // 0
-    stride_log2: usize, // 8
-    slots: usize,       // 16
-    item_size: usize,   // 24
+    base: usize,      // 0
+    slots: usize,     // 8
+    item_size: usize, // 16
     /// [`POP_STEP`] and [`PUSH_STEP`], which no instruction takes as an immediate.
-    pop_step: usize, // 32
-    push_step: usize,   // 40
+    pop_step: usize, // 24
+    push_step: usize, // 32
 }
 
 /// The addresses of one slot's fields (see [`Layout`]).
@@ -242,8 +251,8 @@ pub(crate) struct SlotFields {
 }
 
 impl Layout {
-    /// The layout of `slots` slots `stride` bytes apart (a power of two: `CachePadded`
-    /// rounds a slot up to 256 bytes), the first of which has `first`'s
+    /// The layout of `slots` slots `stride` bytes apart (`2^STRIDE_LOG2`), the first of
+    /// which has `first`'s
     /// fields, holding items of `item_size` bytes in magazines of `magazine_size`; `None`
     /// when glibc registers no rseq areas (see [`available`]) or the magazines are larger
     /// than [`MAX_MAGAZINE_SIZE`].
@@ -261,13 +270,13 @@ impl Layout {
             [OWNER, ITEMS, CAPACITY, LEN],
             "magazine: a slot's fields are not where the restartable sequences look"
         );
-        assert!(
-            stride.is_power_of_two(),
-            "magazine: slots are not a power of two bytes apart"
+        assert_eq!(
+            stride,
+            1 << STRIDE_LOG2,
+            "magazine: slots are not as far apart as the restartable sequences assume"
         );
         (offset().is_some() && magazine_size <= MAX_MAGAZINE_SIZE).then_some(Self {
             base: first.slot,
-            stride_log2: stride.trailing_zeros() as usize,
             slots,
             item_size,
             pop_step: POP_STEP,
@@ -344,13 +353,12 @@ macro_rules! enter_cpu {
             "lea rcx, [rip + 30f]\n",
             "mov qword ptr fs:[r8 + 8], rcx\n",
             "21:\n",
-            "mov ecx, dword ptr [r9 + 8]\n",
             "mov eax, dword ptr fs:[r8 + 4]\n",
-            "cmp rax, qword ptr [r9 + 16]\n",
+            "cmp rax, qword ptr [r9 + 8]\n",
             "jae 27f\n",
             $check!(),
             "mov rdx, rax\n",
-            "shl rdx, cl\n",
+            "shl rdx, {stride_log2}\n",
             "add rdx, qword ptr [r9]\n",
         )
     };
@@ -454,7 +462,7 @@ macro_rules! count_pop {
         concat!(
             "add ",
             $word,
-            ", qword ptr [r9 + 32]\n",
+            ", qword ptr [r9 + 24]\n",
             "bt ",
             $word,
             ", 47\n",
@@ -467,7 +475,7 @@ macro_rules! count_pop {
 /// jump to 24 (counters full) when that carries out of the word.
 macro_rules! count_push {
     ($word:literal) => {
-        concat!("add ", $word, ", qword ptr [r9 + 40]\n", "jc 24f\n")
+        concat!("add ", $word, ", qword ptr [r9 + 32]\n", "jc 24f\n")
     };
 }
 
@@ -517,6 +525,7 @@ macro_rules! sequence {
             $($body,)*
             exit!(),
             owner = const OWNER,
+            stride_log2 = const STRIDE_LOG2,
             $($fields)*
             in("r8") $offset,
             in("r9") $layout,
@@ -557,7 +566,7 @@ macro_rules! pop_word {
     };
 }
 
-/// The pop of an item of `item_size` bytes (`[r9 + 24]`) on the slot `$check` accepts,
+/// The pop of an item of `item_size` bytes (`[r9 + 16]`) on the slot `$check` accepts,
 /// copied to `$out` inside the section. The new length word (in `rcx`) is counted by
 /// `count_pop!`, or by `@count`'s instructions in the mutant `alloc_hits_overflow`.
 macro_rules! pop_bytes {
@@ -573,7 +582,7 @@ macro_rules! pop_bytes {
                 "jz 25f",
                 // The length alone, less one: the index.
                 "dec edi",
-                "mov rcx, qword ptr [r9 + 24]",
+                "mov rcx, qword ptr [r9 + 16]",
                 "mov rsi, rdi",
                 "imul rsi, rcx",
                 "add rsi, qword ptr [rdx + {items}]",
@@ -643,7 +652,7 @@ macro_rules! push_bytes {
                 $early,
                 // The length alone: the index.
                 "mov edi, edi",
-                "mov rcx, qword ptr [r9 + 24]",
+                "mov rcx, qword ptr [r9 + 16]",
                 "imul rdi, rcx",
                 "add rdi, qword ptr [rdx + {items}]",
                 "mov rsi, r11",
@@ -754,7 +763,7 @@ pub(crate) unsafe fn alloc<T>(layout: &Layout, want: usize) -> Result<T, Miss> {
                 // MUTANT: no guard bit: the allocation hit after `2^15 - 1` unfolded ones
                 // carries into the free hits.
                 pop_bytes!(
-                    @count "add rcx, qword ptr [r9 + 32]",
+                    @count "add rcx, qword ptr [r9 + 24]",
                     any_cpu,
                     offset,
                     layout_ptr,
@@ -813,7 +822,7 @@ pub(crate) unsafe fn free<T>(layout: &Layout, want: usize, item: T) -> Result<()
                     // commit (which then adds only the length): an abort in between counts
                     // it again when the section restarts.
                     push_bytes!(
-                        @count "mov rcx, qword ptr [r9 + 40]\ndec rcx\nadd qword ptr [rdx + {len}], rcx",
+                        @count "mov rcx, qword ptr [r9 + 32]\ndec rcx\nadd qword ptr [rdx + {len}], rcx",
                         "inc rcx",
                         any_cpu,
                         offset,
@@ -865,6 +874,7 @@ macro_rules! take_sequence {
             "39:",
             descriptor!(30, "21b", "23b", "32b"),
             owner = const OWNER,
+            stride_log2 = const STRIDE_LOG2,
             in("r8") area_offset(),
             in("r9") $layout as *const Layout,
             in("r10") $want,
