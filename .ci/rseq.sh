@@ -29,6 +29,9 @@
 #   activity_ignores_sequence_hits  idle-slot reclaim counts only the hits owners folded,
 #                           so a slot that only sequences used during a trim interval is
 #                           reclaimed as idle (`idle_reclaim_keeps_a_slot_that_only_sequences_use`)
+#   pop_ignores_empty       the pop of a one-word item tests only the guard bit, not the
+#                           borrow out of an empty magazine's length: it reads a cell past
+#                           the storage and commits a length of u32::MAX (`one_word_items`)
 #
 # Not here: an acknowledgement made from another CPU. Its race needs another CPU's
 # sequence to stay in flight through a whole claim, acknowledgement and take, which a
@@ -71,11 +74,12 @@ declare -A ONLY=(
   [alloc_hits_overflow]=hits_are_counted_once
   [abort_skips_rearm]=abort_path_rearms_the_section
   [activity_ignores_sequence_hits]=idle_reclaim_keeps_a_slot_that_only_sequences_use
+  [pop_ignores_empty]=one_word_items
 )
 failed=0
 for mutant in fence_skipped commit_before_read count_before_commit alloc_hits_overflow \
   claim_takes_loaded take_commits_with_store plain_take_accepts_free abort_skips_rearm \
-  activity_ignores_sequence_hits; do
+  activity_ignores_sequence_hits pop_ignores_empty; do
   start=$SECONDS
   # The wrapper's cfg is not in cargo's fingerprint: rebuild the crate for each mutant.
   cargo clean --release -p magazine >/dev/null 2>&1 || true

@@ -286,6 +286,13 @@ impl<S: Source> Cache<S> {
             })?;
         #[cfg(all(magazine_rseq, not(miri)))]
         let sequences = if sequences_on {
+            const {
+                assert!(
+                    core::mem::size_of::<CachePadded<Slot<S::Item>>>()
+                        == 1 << crate::rseq::STRIDE_LOG2,
+                    "slots are not as far apart as the restartable sequences assume"
+                )
+            };
             crate::rseq::Layout::new(
                 slots[0].field_addresses(),
                 core::mem::size_of::<CachePadded<Slot<S::Item>>>(),

@@ -178,7 +178,7 @@ pub struct Options {
     /// tells; a count below the highest CPU id + 1 costs fences, not soundness: see
     /// [`docs::design`](crate::docs::design#restartable-sequences)) and no
     /// [`current_cpu`](Self::current_cpu) of its own, whose magazines hold fewer than
-    /// `2^32` items (the length shares a word with the hit counts). A hit then takes no
+    /// `2^31` items (the length shares a word with the hit counts). A hit then takes no
     /// lock and does no read-modify-write, and a thread preempted in the middle of one
     /// holds up nobody; see [`docs::design`](crate::docs::design#restartable-sequences).
     /// On by default.

@@ -72,10 +72,6 @@ use core::mem::{size_of, ManuallyDrop, MaybeUninit};
 use core::ptr;
 use core::sync::atomic::{AtomicIsize, AtomicU8, AtomicUsize, Ordering};
 
-use crossbeam_utils::CachePadded;
-
-use crate::slot::Slot;
-
 /// `__rseq_offset` once looked up; [`UNKNOWN`] before, [`ABSENT`] when there is no
 /// registered area to read.
 ///
@@ -172,12 +168,11 @@ const ITEMS: usize = 8;
 const CAPACITY: usize = 16;
 const LEN: usize = 24;
 
-/// The distance between slots, as its logarithm: the size of a `CachePadded<Slot<T>>`,
-/// the same for every item type (a slot holds its items behind pointers). A constant, so
-/// that finding a CPU's slot is one shift by an immediate, with no load
-/// (`Layout::new` checks the slots it is given against it).
-const STRIDE_LOG2: u32 = size_of::<CachePadded<Slot<()>>>().trailing_zeros();
-const _: () = assert!(size_of::<CachePadded<Slot<()>>>().is_power_of_two());
+/// The distance between slots, as its logarithm: the size of a `CachePadded<Slot<T>>` on
+/// x86_64, 256 bytes for every item type (a slot holds its items behind pointers; the
+/// cache checks it when it compiles, `Layout::new` when it runs). A constant, so that
+/// finding a CPU's slot is one shift by an immediate, with no load.
+pub(crate) const STRIDE_LOG2: u32 = 8;
 
 /// The loaded magazine's length word of a slot whose CPU runs sequences also counts their
 /// hits, so that a hit's commit, one store, counts it too (a count stored apart from the
@@ -200,11 +195,21 @@ const PUSH_STEP: usize = (1 << 48) + 1;
 const ALLOC_HITS_SHIFT: u32 = 32;
 const ALLOC_HITS_MASK: usize = (1 << 15) - 1;
 const FREE_HITS_SHIFT: u32 = 48;
-// `count_pop!` tests bit 47 as the guard.
+// `count_pop!` and `POP_MISSES` test bit 47 as the guard.
 const _: () = assert!((ALLOC_HITS_MASK + 1) << ALLOC_HITS_SHIFT == 1 << 47);
 
-/// The largest magazine whose length fits the length word's field.
-pub(crate) const MAX_MAGAZINE_SIZE: usize = u32::MAX as usize;
+/// The largest magazine the sequences serve: a pop tells an empty magazine by the borrow
+/// out of the length field, bit 31 of the new word (see [`POP_MISSES`]), which no length up
+/// to this one sets.
+pub(crate) const MAX_MAGAZINE_SIZE: usize = i32::MAX as usize;
+
+/// The length field of a length word.
+const LENGTH_MASK: usize = u32::MAX as usize;
+
+/// The bits of a pop's new length word ([`POP_STEP`] added) that forbid its commit: bit
+/// 31, the borrow out of an empty magazine's length (a length of 0 becomes `u32::MAX`,
+/// and no carry counts a hit), and the guard, bit 47. One test covers both misses.
+const POP_MISSES: usize = (1 << 31) | (1 << 47);
 
 /// The hits that sequences counted in a length word.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -221,7 +226,7 @@ pub(crate) fn split(word: usize) -> (usize, Hits) {
         alloc: (word >> ALLOC_HITS_SHIFT) & ALLOC_HITS_MASK,
         free: word >> FREE_HITS_SHIFT,
     };
-    (word & MAX_MAGAZINE_SIZE, hits)
+    (word & LENGTH_MASK, hits)
 }
 
 /// Where a cache's slots are, for the sequences: the first slot's address, their number,
@@ -236,9 +241,11 @@ pub(crate) struct Layout {
     base: usize,      // 0
     slots: usize,     // 8
     item_size: usize, // 16
-    /// [`POP_STEP`] and [`PUSH_STEP`], which no instruction takes as an immediate.
+    /// [`POP_STEP`], [`PUSH_STEP`] and [`POP_MISSES`], which no instruction takes as an
+    /// immediate.
     pop_step: usize, // 24
     push_step: usize, // 32
+    pop_misses: usize, // 40
 }
 
 /// The addresses of one slot's fields (see [`Layout`]).
@@ -281,6 +288,12 @@ impl Layout {
             item_size,
             pop_step: POP_STEP,
             push_step: PUSH_STEP,
+            pop_misses: match cfg!(magazine_mutant = "pop_ignores_empty") {
+                // MUTANT: a pop's test misses the borrow out of an empty magazine's length:
+                // it reads a cell far past the storage and commits a length of `u32::MAX`.
+                true => POP_MISSES & !(1 << 31),
+                false => POP_MISSES,
+            },
         })
     }
 }
@@ -479,14 +492,13 @@ macro_rules! count_push {
     };
 }
 
-/// The end of a pop of a one-word item: the load of the item below the length (index in
+/// The end of a pop of a one-word item: the load of the item at the new length (in
 /// `rcx`) out of the storage (`rsi`) into `r11`, then the commit, the store of the new
 /// length word (`rdi`).
 macro_rules! read_then_commit {
     () => {
         concat!(
             "mov r11, qword ptr [rsi + 8 * rcx]\n",
-            count_pop!("rdi"),
             // The commit.
             "mov qword ptr [rdx + {len}], rdi\n",
         )
@@ -498,7 +510,6 @@ macro_rules! read_then_commit {
 macro_rules! commit_then_read {
     () => {
         concat!(
-            count_pop!("rdi"),
             "mov qword ptr [rdx + {len}], rdi\n",
             "mov r11, qword ptr [rsi + 8 * rcx]\n",
         )
@@ -549,11 +560,19 @@ macro_rules! pop_word {
             $check,
             [
                 "mov rdi, qword ptr [rdx + {len}]",
-                // The length is the word's low half (see `POP_STEP`).
-                "test edi, edi",
-                "jz 25f",
+                "add rdi, qword ptr [r9 + 24]",
+                // Empty, or the counters full (see `POP_MISSES`): which one, out of line.
+                "test rdi, qword ptr [r9 + 40]",
+                "jnz 28f",
+                ".pushsection .text.unlikely, \"ax\", @progbits",
+                "28:",
+                "bt rdi, 31",
+                "jc 25f",
+                "jmp 24f",
+                ".popsection",
                 "mov rsi, qword ptr [rdx + {items}]",
-                "lea ecx, [rdi - 1]",
+                // The new length (the word's low half), the index of the item.
+                "mov ecx, edi",
                 $end!(),
             ],
             (items = const ITEMS, len = const LEN,),
@@ -1114,7 +1133,10 @@ fn visit(cpu: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{split, Hits, ALLOC_HITS_MASK, ALLOC_HITS_SHIFT, POP_STEP, PUSH_STEP};
+    use super::{
+        split, Hits, ALLOC_HITS_MASK, ALLOC_HITS_SHIFT, MAX_MAGAZINE_SIZE, POP_MISSES, POP_STEP,
+        PUSH_STEP,
+    };
 
     /// The arithmetic of the length word that the sequences' commits do with `add`: pops
     /// and pushes move the length and count, the allocation hit that would overflow its
@@ -1147,6 +1169,35 @@ mod tests {
             )
         );
         assert_eq!(frees_full.checked_add(PUSH_STEP), None, "the carry");
+    }
+
+    /// A pop's one test of its new length word: it forbids the commit exactly for an empty
+    /// magazine (whatever the hits) and for full allocation hits, at every length a
+    /// magazine the sequences serve can have.
+    #[test]
+    fn one_test_tells_a_pop_that_may_not_commit() {
+        let may_commit = |word: usize| (word + POP_STEP) & POP_MISSES == 0;
+        let hits = [0, 1, ALLOC_HITS_MASK - 1]
+            .map(|alloc| alloc << ALLOC_HITS_SHIFT)
+            .into_iter()
+            .chain([0xfffe << 48, 0xffff << 48]);
+        for counted in hits {
+            assert!(!may_commit(counted), "an empty magazine");
+            for length in [1, 2, 1 << 20, MAX_MAGAZINE_SIZE - 1, MAX_MAGAZINE_SIZE] {
+                assert!(
+                    may_commit(counted | length),
+                    "length {length}, hits {counted:#x}"
+                );
+                assert_eq!(split((counted | length) + POP_STEP).0, length - 1);
+            }
+        }
+        let allocs_full = ALLOC_HITS_MASK << ALLOC_HITS_SHIFT;
+        for length in [0, 1, MAX_MAGAZINE_SIZE] {
+            assert!(
+                !may_commit(allocs_full | length),
+                "the guard, length {length}"
+            );
+        }
     }
     /// Pins the thread to each CPU it may run on in turn: the area must name that CPU
     /// (when glibc registered one), as `sched_getcpu` does.

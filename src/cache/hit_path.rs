@@ -14,7 +14,7 @@ use super::Cache;
 ///
 /// It exists for allocators that keep many caches and look one up on every call: a hit
 /// through the cache reads the cache's own fields first (a cache line of metadata of its
-/// own), while a `HitPath` of 40 bytes fits in one line beside whatever the caller keeps
+/// own), while a `HitPath` of 48 bytes fits in one line beside whatever the caller keeps
 /// per cache (a state, a size), so that a lookup and a hit touch one line fewer. In a
 /// program whose own work evicts the allocator's metadata between calls, each line is a
 /// cache miss. Its hits are the cache's, counted in its statistics.

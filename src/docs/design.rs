@@ -325,7 +325,9 @@
 //! length word of a slot that runs sequences holds, above the 32-bit length, 15 bits of
 //! allocation hits and 16 of free hits, and a pop adds `2^32 - 1` to it, a push `2^48 + 1`.
 //! A hit that would overflow its field (a guard bit for allocations, the carry out of the
-//! word for frees) does not commit: it misses, and the miss takes the slot. Whoever takes
+//! word for frees) does not commit: it misses, and the miss takes the slot. A pop tests its
+//! new word once, for the guard and for the borrow out of an empty magazine's length (bit
+//! 31, which no length below `2^31` sets). Whoever takes
 //! a slot whole moves the counts to the slot's owner counters before touching the
 //! magazines (`Slot::fold_sequence_hits`), so owners see a plain length, and at most one
 //! operation in `2^15` goes to the slow path for it. `Stats` adds the counts not yet

@@ -88,8 +88,8 @@
 //!   test command with `MAGAZINE_CPUS_CONF=1`, the crate's seam that lowers the count it
 //!   reads; read once, at the first creation of a cache that may run the sequences, so
 //!   set it in the process's environment, before any thread starts).
-//! - Magazines of `2^32` items or more: no sequences (the length shares its word with the
-//!   hit counts).
+//! - Magazines of `2^31` items or more: no sequences (the length shares its word with the
+//!   hit counts, and a pop tells an empty magazine by the borrow into the length's top bit).
 //! - 32-bit targets: a depot stack counts at most 65535 magazines (see
 //!   [`obligations`](super::obligations#depot-length-on-32-bit-targets)); x32
 //!   (`x86_64-unknown-linux-gnux32`) runs no sequences, whose offsets assume 8-byte words.
