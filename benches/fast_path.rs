@@ -156,6 +156,20 @@ fn fast_path(c: &mut Criterion) {
             })
         },
     );
+    // The floor for a structure found at each operation, as a per-CPU one must find its
+    // CPU's slot: the owned `Vec`'s pair, the `Vec` picked from a slice by an index the
+    // compiler cannot see (`black_box`) before the pop and again before the push.
+    let mut indexed: Vec<Vec<u64>> = vec![(0..WARM).collect()];
+    group.bench_function(
+        "reference: owned Vec found by an index at each operation",
+        |b| {
+            b.iter(|| {
+                let pools = black_box(&mut indexed);
+                let item = pools[black_box(0)].pop().unwrap();
+                pools[black_box(0)].push(black_box(item));
+            })
+        },
+    );
     group.bench_function("reference: 2x magazine::cpu::current()", |b| {
         b.iter(|| {
             black_box(magazine::cpu::current());
