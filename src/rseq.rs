@@ -230,9 +230,9 @@ pub(crate) fn split(word: usize) -> (usize, Hits) {
 }
 
 /// Where a cache's slots are, for the sequences: the first slot's address, their number,
-/// and the size of an item (the distance between slots is [`STRIDE_LOG2`]). They stay the same for the
-/// cache's lifetime (the slots are one boxed slice). The sequences read it through a
-/// pointer, at the offsets written next to the fields. A layout exists only where glibc
+/// and the size of an item (the distance between slots is [`STRIDE_LOG2`]). They stay
+/// the same for the cache's lifetime (the slots are one boxed slice). The sequences read
+/// it through a pointer, at the offsets written next to the fields. A layout exists only where glibc
 /// registers rseq areas: the sequences find them at [`area_offset`], which is the same
 /// for every cache.
 #[repr(C)]
@@ -259,10 +259,9 @@ pub(crate) struct SlotFields {
 
 impl Layout {
     /// The layout of `slots` slots `stride` bytes apart (`2^STRIDE_LOG2`), the first of
-    /// which has `first`'s
-    /// fields, holding items of `item_size` bytes in magazines of `magazine_size`; `None`
-    /// when glibc registers no rseq areas (see [`available`]) or the magazines are larger
-    /// than [`MAX_MAGAZINE_SIZE`].
+    /// which has `first`'s fields, holding items of `item_size` bytes in magazines of
+    /// `magazine_size`; `None` when glibc registers no rseq areas (see [`available`]) or
+    /// the magazines are larger than [`MAX_MAGAZINE_SIZE`].
     pub(crate) fn new(
         first: SlotFields,
         stride: usize,

@@ -327,10 +327,10 @@
 //! A hit that would overflow its field (a guard bit for allocations, the carry out of the
 //! word for frees) does not commit: it misses, and the miss takes the slot. A pop tests its
 //! new word once, for the guard and for the borrow out of an empty magazine's length (bit
-//! 31, which no length below `2^31` sets). Whoever takes
-//! a slot whole moves the counts to the slot's owner counters before touching the
-//! magazines (`Slot::fold_sequence_hits`), so owners see a plain length, and at most one
-//! operation in `2^15` goes to the slow path for it. `Stats` adds the counts not yet
+//! 31, which no length below `2^31` sets). Whoever takes a slot whole moves the counts to
+//! the slot's owner counters before touching the magazines (`Slot::fold_sequence_hits`),
+//! so owners see a plain length, and at most one operation in `2^15` goes to the slow
+//! path for it. `Stats` adds the counts not yet
 //! folded, read with a racy look at the word. (The first design counted with a second,
 //! short sequence after the commit; `BENCHMARKS.md` has the pair before and after.)
 //!
