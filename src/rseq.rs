@@ -518,25 +518,16 @@ macro_rules! commit_then_read {
 /// A hit's sequence on the slot `$check` accepts: `enter_slot!`, the operation's `$body`
 /// (which ends with the commit), then `exit!`. The operand lists differ only in the
 /// item's register (`r11`: `$item`) and in the offsets the body names (`$fields`, besides
-/// `owner`); `$code` gets the outcome. `want` goes to `r10` only where the check reads
-/// it: an `any_cpu` sequence uses every other caller-saved register, so leaving that one
-/// to the compiler lets a caller keep a value across the sequence without saving a
-/// callee-saved register (the allocator's class, for its miss path).
+/// `owner`); `$code` gets the outcome.
 macro_rules! sequence {
-    (any_cpu, $body:tt, $fields:tt, $item:tt, $offset:expr, $layout:expr, $want:expr, $code:ident) => {
-        sequence!(@asm any_cpu, $body, $fields, $item, (), $offset, $layout, $code)
-    };
-    ($check:ident, $body:tt, $fields:tt, $item:tt, $offset:expr, $layout:expr, $want:expr, $code:ident) => {
-        sequence!(@asm $check, $body, $fields, $item, (in("r10") $want,), $offset, $layout, $code)
-    };
     (
-        @asm $check:ident,
+        $check:ident,
         [$($body:expr),* $(,)?],
         ($($fields:tt)*),
         ($($item:tt)*),
-        ($($want:tt)*),
         $offset:expr,
         $layout:expr,
+        $want:expr,
         $code:ident
     ) => {
         core::arch::asm!(
@@ -548,7 +539,7 @@ macro_rules! sequence {
             $($fields)*
             in("r8") $offset,
             in("r9") $layout,
-            $($want)*
+            in("r10") $want,
             $($item)*,
             out("rax") $code,
             out("rcx") _,

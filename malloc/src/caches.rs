@@ -142,9 +142,7 @@ fn config(class: usize) -> Config {
 /// The hit path of `class`'s cache if it was created and runs restartable sequences.
 #[inline]
 pub(crate) fn hits(class: usize) -> Option<&'static ClassHits> {
-    // `get`, not an index: a hit's path has no call that may unwind, so the allocation
-    // functions that inline it need no landing pad and no stack frame.
-    let entry = ENTRIES.get(class)?;
+    let entry = &ENTRIES[class];
     if entry.state.load(Ordering::Acquire) != READY {
         return None;
     }

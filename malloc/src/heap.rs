@@ -141,7 +141,7 @@ pub(crate) fn alloc_metadata(class: usize) -> *mut u8 {
 #[inline(always)]
 pub(crate) fn alloc(layout: Layout) -> *mut u8 {
     let Some(class) = classes::lookup(layout.size(), layout.align()) else {
-        return alloc_large(layout.size(), layout.align());
+        return alloc_large(layout);
     };
     // A hit first, whatever the thread's state: it neither allocates nor calls anything.
     if let Some(block) = caches::hits(class).and_then(|hits| hits.alloc_if_hit()) {
@@ -151,13 +151,9 @@ pub(crate) fn alloc(layout: Layout) -> *mut u8 {
 }
 
 /// An allocation of `class` past the hit. Never inlined: the hit's path then saves no
-/// register for it. `extern "C"`, as the other paths out of a hit (`alloc_large`,
-/// `dealloc_miss`, `dealloc_large`, `free_other`): a panic cannot unwind out of such a
-/// function (Rust aborts the process), so the allocation functions that inline a hit have
-/// no landing pad for their abort-on-unwind guard, hence no stack frame: the hit runs
-/// without saving a register, and a miss is a tail call.
+/// register for it.
 #[inline(never)]
-extern "C" fn alloc_miss(class: usize) -> *mut u8 {
+fn alloc_miss(class: usize) -> *mut u8 {
     match enter() {
         Some(inside) => {
             let block = match caches::get(class) {
@@ -180,9 +176,7 @@ extern "C" fn alloc_miss(class: usize) -> *mut u8 {
 
 /// An allocation for the large path (a mapping of its own), out of the hit's line.
 #[inline(never)]
-extern "C" fn alloc_large(size: usize, align: usize) -> *mut u8 {
-    // SAFETY: `size` and `align` come from a `Layout` (see `alloc`).
-    let layout = unsafe { Layout::from_size_align_unchecked(size, align) };
+fn alloc_large(layout: Layout) -> *mut u8 {
     let block = large::alloc(layout);
     trim_if_due();
     block
@@ -209,22 +203,12 @@ pub(crate) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
     match classes::lookup(layout.size(), layout.align()) {
         // SAFETY: the caller's contract: a block of `class` that the caller gives up.
         Some(class) => unsafe { dealloc_class(class, ptr) },
-        // SAFETY: large by its layout: one of our mappings.
-        None => unsafe { dealloc_large(ptr, layout.size(), layout.align()) },
+        None => {
+            // SAFETY: large by its layout: one of our mappings.
+            unsafe { large::dealloc(ptr, layout) };
+            trim_if_due();
+        }
     }
-}
-
-/// A free for the large path, out of the hit's line.
-///
-/// # Safety
-///
-/// `ptr` is a large block of `size` bytes aligned to `align` (the `Layout` it was
-/// allocated with), which its owner gives up.
-#[inline(never)]
-unsafe extern "C" fn dealloc_large(ptr: *mut u8, size: usize, align: usize) {
-    // SAFETY: `size` and `align` come from a `Layout`; the block is ours, large.
-    unsafe { large::dealloc(ptr, Layout::from_size_align_unchecked(size, align)) };
-    trim_if_due();
 }
 
 /// Frees a block of `class`.
@@ -250,7 +234,7 @@ unsafe fn dealloc_class(class: usize, ptr: *mut u8) {
 ///
 /// As [`dealloc_class`].
 #[inline(never)]
-unsafe extern "C" fn dealloc_miss(class: usize, ptr: *mut u8) {
+unsafe fn dealloc_miss(class: usize, ptr: *mut u8) {
     let inside = match enter() {
         Some(inside) => inside,
         None => {
@@ -355,7 +339,7 @@ pub(crate) unsafe fn free(ptr: *mut u8) -> bool {
 ///
 /// As [`free`].
 #[inline(never)]
-unsafe extern "C" fn free_other(ptr: *mut u8) -> bool {
+unsafe fn free_other(ptr: *mut u8) -> bool {
     let Some(block) = block_at(ptr as usize) else {
         return false;
     };

@@ -438,9 +438,7 @@ impl std::error::Error for NotABlock {}
 // aligned to `layout.align()` (see `classes`). Nothing unwinds out of these methods: every
 // path returns null on failure, the locks inside never poison, and a panic the design
 // cannot exclude (another library's epoch garbage, run by a pin inside a class cache)
-// aborts the process instead of unwinding into the caller: in `NoUnwind`'s drop, or, on
-// the paths past a hit, at the `extern "C"` functions they run in (`heap::alloc_miss`
-// and its kind), out of which Rust lets no panic unwind.
+// aborts the process in `NoUnwind`'s drop instead of unwinding into the caller.
 unsafe impl GlobalAlloc for MagazineMalloc {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
